@@ -1,0 +1,669 @@
+package gpu
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+
+// InstanceType is a catalogue entry published by a cluster admin: which
+// accelerator an Instance of this type gets, how the card may be shared, how
+// much host CPU and memory come with it, and which nodes form its pool.
+type InstanceType struct {
+	metav1.TypeMeta `json:",inline"`
+	// Standard object metadata.
+	// +optional
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// spec is what the admin publishes.
+	// +optional
+	Spec InstanceTypeSpec `json:"spec,omitempty"`
+	// status is the pool's live capacity, computed by the controller.
+	// +optional
+	Status InstanceTypeStatus `json:"status,omitempty"`
+}
+
+// InstanceTypeSpec describes an accelerator offering.
+type InstanceTypeSpec struct {
+	// displayName is a human-readable name shown in catalogues, e.g. "NVIDIA H100 80GB".
+	// +optional
+	DisplayName string `json:"displayName,omitempty"`
+	// accelerator describes the card behind this type. Absent for a CPU-only type.
+	// +optional
+	Accelerator *Accelerator `json:"accelerator,omitempty"`
+	// resourcesPerCard is the host CPU, memory and ephemeral storage that come
+	// with one whole card. A slice or partition gets the same fraction of
+	// these as its share of the card's memory. For a CPU-only type it is what
+	// one Instance gets by default.
+	// +optional
+	ResourcesPerCard HostResources `json:"resourcesPerCard,omitempty"`
+	// nodeSelector restricts the pool to nodes with these labels.
+	// +optional
+	NodeSelector map[string]string `json:"nodeSelector,omitempty"`
+	// tolerations are added to every Pod of this type, so it can land on
+	// tainted GPU nodes.
+	// +optional
+	// +listType=atomic
+	Tolerations []corev1.Toleration `json:"tolerations,omitempty"`
+	// runtimeClassName is the RuntimeClass of every Pod of this type (e.g. "nvidia").
+	// +optional
+	RuntimeClassName *string `json:"runtimeClassName,omitempty"`
+	// namespaceSelector selects the namespaces whose Instances may use this
+	// type. Absent: every namespace may.
+	// +optional
+	NamespaceSelector *metav1.LabelSelector `json:"namespaceSelector,omitempty"`
+	// hold pauses the type: "" keeps it open; "Hold" refuses new starts but
+	// leaves running Instances alone; "Drain" also stops running Instances.
+	// +optional
+	Hold HoldMode `json:"hold,omitempty"`
+}
+
+// HoldMode says whether an InstanceType accepts new starts.
+// +enum
+type HoldMode string
+
+const (
+	// HoldNone keeps the type open.
+	HoldNone HoldMode = ""
+	// HoldNew refuses new starts; running Instances stay.
+	HoldNew HoldMode = "Hold"
+	// HoldDrain refuses new starts and stops running Instances.
+	HoldDrain HoldMode = "Drain"
+)
+
+// Accelerator describes one kind of card and the ways it may be shared.
+type Accelerator struct {
+	// vendor of the card: "nvidia", "amd", "intel", ...
+	Vendor string `json:"vendor"`
+	// model is matched against the node label that names the card, such as
+	// nvidia.com/gpu.product (e.g. "NVIDIA-H100-80GB-HBM3").
+	Model string `json:"model"`
+	// memory of one card, e.g. "80Gi".
+	Memory resource.Quantity `json:"memory"`
+	// maxPerInstance is the most whole cards one Instance may take. Defaults to 1.
+	// +optional
+	MaxPerInstance int32 `json:"maxPerInstance,omitempty"`
+	// exclusive offers whole cards. Defaulted when neither sliced nor
+	// partitions is set.
+	// +optional
+	Exclusive *ExclusiveSharing `json:"exclusive,omitempty"`
+	// sliced offers percentage slices of one card's memory and compute,
+	// enforced by a sharing device plugin (HAMi's convention).
+	// +optional
+	Sliced *SlicedSharing `json:"sliced,omitempty"`
+	// partitions offers hardware partitions of a card (NVIDIA MIG profiles).
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	Partitions []PartitionProfile `json:"partitions,omitempty"`
+}
+
+// ExclusiveSharing offers whole cards through one extended resource.
+type ExclusiveSharing struct {
+	// resourceName is the extended resource a Pod requests for whole cards.
+	// Defaults from the vendor: "nvidia.com/gpu", "amd.com/gpu", "gpu.intel.com/i915".
+	// +optional
+	ResourceName string `json:"resourceName,omitempty"`
+}
+
+// SlicedSharing names the resources a sharing device plugin understands.
+type SlicedSharing struct {
+	// resourceName counts the cards a slice sits on. Defaults to "nvidia.com/gpu".
+	// +optional
+	ResourceName string `json:"resourceName,omitempty"`
+	// memoryPercentResourceName is the resource that carries the slice's share
+	// of card memory in percent. Defaults to "nvidia.com/gpumem-percentage".
+	// +optional
+	MemoryPercentResourceName string `json:"memoryPercentResourceName,omitempty"`
+	// coresResourceName is the resource that carries the slice's share of the
+	// card's compute in percent. Defaults to "nvidia.com/gpucores".
+	// +optional
+	CoresResourceName string `json:"coresResourceName,omitempty"`
+}
+
+// PartitionProfile is one hardware partition profile of a card.
+type PartitionProfile struct {
+	// name of the profile, e.g. "1g.10gb".
+	Name string `json:"name"`
+	// memory of one partition, e.g. "10Gi".
+	Memory resource.Quantity `json:"memory"`
+	// resourceName is the extended resource of this profile. Defaults to
+	// "nvidia.com/mig-<name>".
+	// +optional
+	ResourceName string `json:"resourceName,omitempty"`
+}
+
+// HostResources is host CPU, memory and ephemeral storage.
+type HostResources struct {
+	// cpu, e.g. "16" or "1500m".
+	// +optional
+	CPU *resource.Quantity `json:"cpu,omitempty"`
+	// memory, e.g. "128Gi".
+	// +optional
+	Memory *resource.Quantity `json:"memory,omitempty"`
+	// ephemeralStorage, e.g. "200Gi".
+	// +optional
+	EphemeralStorage *resource.Quantity `json:"ephemeralStorage,omitempty"`
+}
+
+// InstanceTypePhase is the state of an InstanceType.
+// +enum
+type InstanceTypePhase string
+
+const (
+	// InstanceTypeActive accepts new Instances.
+	InstanceTypeActive InstanceTypePhase = "Active"
+	// InstanceTypeHeld refuses new starts.
+	InstanceTypeHeld InstanceTypePhase = "Held"
+	// InstanceTypeDraining is stopping its Instances.
+	InstanceTypeDraining InstanceTypePhase = "Draining"
+)
+
+// InstanceTypeStatus is the pool's state as observed by the controller.
+type InstanceTypeStatus struct {
+	// phase is Active, Held or Draining.
+	// +optional
+	Phase InstanceTypePhase `json:"phase,omitempty"`
+	// capacity of the pool as of the last reconcile.
+	// +optional
+	Capacity InstanceTypeCapacity `json:"capacity,omitempty"`
+	// conditions of the type.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+	// observedGeneration is the generation of the spec this status describes.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+}
+
+// InstanceTypeCapacity counts the nodes and cards of a pool.
+type InstanceTypeCapacity struct {
+	// nodes in the pool that are Ready.
+	// +optional
+	Nodes int32 `json:"nodes,omitempty"`
+	// cards on those nodes.
+	// +optional
+	Cards int32 `json:"cards,omitempty"`
+	// freeCards not taken by any Pod or Claim.
+	// +optional
+	FreeCards int32 `json:"freeCards,omitempty"`
+	// partitions: total and free per partition profile.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	Partitions []PartitionCapacity `json:"partitions,omitempty"`
+}
+
+// PartitionCapacity counts the partitions of one profile in a pool.
+type PartitionCapacity struct {
+	// name of the profile.
+	Name string `json:"name"`
+	// total partitions of this profile in the pool.
+	// +optional
+	Total int32 `json:"total,omitempty"`
+	// free partitions of this profile.
+	// +optional
+	Free int32 `json:"free,omitempty"`
+}
+
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+
+// InstanceTypeList is a list of InstanceTypes.
+type InstanceTypeList struct {
+	metav1.TypeMeta `json:",inline"`
+	// Standard list metadata.
+	// +optional
+	metav1.ListMeta `json:"metadata,omitempty"`
+	// items is the list of InstanceTypes.
+	Items []InstanceType `json:"items"`
+}
+
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+
+// Instance is one GPU machine a tenant runs: one Pod on a node of its type,
+// an optional NodePort Service for its ports, a workspace volume and
+// optional SSH access.
+type Instance struct {
+	metav1.TypeMeta `json:",inline"`
+	// Standard object metadata.
+	// +optional
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// spec is the machine the tenant asks for.
+	// +optional
+	Spec InstanceSpec `json:"spec,omitempty"`
+	// status is what the controller observes of the machine.
+	// +optional
+	Status InstanceStatus `json:"status,omitempty"`
+}
+
+// InstanceSpec is the desired state of an Instance.
+type InstanceSpec struct {
+	// type is the name of the InstanceType to run on. Cannot be changed.
+	Type string `json:"type"`
+	// image is the container image to run, e.g. "nvcr.io/nvidia/pytorch:24.05-py3".
+	Image string `json:"image"`
+	// imagePullPolicy is Always, IfNotPresent or Never. Defaults to IfNotPresent.
+	// +optional
+	ImagePullPolicy corev1.PullPolicy `json:"imagePullPolicy,omitempty"`
+	// imagePullSecrets name Secrets in the Instance's namespace used to pull the image.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	ImagePullSecrets []corev1.LocalObjectReference `json:"imagePullSecrets,omitempty"`
+	// command overrides the image's entrypoint.
+	// +optional
+	// +listType=atomic
+	Command []string `json:"command,omitempty"`
+	// args are passed to the command.
+	// +optional
+	// +listType=atomic
+	Args []string `json:"args,omitempty"`
+	// env sets environment variables in the container.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	Env []corev1.EnvVar `json:"env,omitempty"`
+	// resources is the accelerator share and host resources. Set exactly one
+	// of accelerators, slice or partition; cpu, memory and ephemeralStorage
+	// are filled from the InstanceType when left empty.
+	// +optional
+	Resources InstanceResources `json:"resources,omitempty"`
+	// ports exposed on a NodePort Service owned by the Instance.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	Ports []InstancePort `json:"ports,omitempty"`
+	// ssh enables an SSH server in the Instance.
+	// +optional
+	SSH *SSHSpec `json:"ssh,omitempty"`
+	// workspace is the volume mounted as the working directory. Defaults to
+	// an emptyDir at /workspace.
+	// +optional
+	Workspace *Workspace `json:"workspace,omitempty"`
+	// volumes are extra volumes mounted into the container.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	Volumes []InstanceVolume `json:"volumes,omitempty"`
+	// nodeName pins the Instance to one node of its type's pool. The pin is
+	// a node selector, so the scheduler still checks that the node has room.
+	// +optional
+	NodeName string `json:"nodeName,omitempty"`
+	// claimName runs the Instance on the devices held by this Claim in the
+	// same namespace.
+	// +optional
+	ClaimName string `json:"claimName,omitempty"`
+	// stopped is the desired state: true deletes the Pod and keeps
+	// everything else; false runs it. The instances/stop and instances/start
+	// subresources flip it.
+	// +optional
+	Stopped bool `json:"stopped,omitempty"`
+	// privileged runs the container privileged. Needs the "use" verb on
+	// instances/privileged.
+	// +optional
+	Privileged bool `json:"privileged,omitempty"`
+}
+
+// InstanceResources is what an Instance asks of its type.
+type InstanceResources struct {
+	// accelerators is the number of whole cards. 0 on a CPU-only type.
+	// +optional
+	Accelerators *int32 `json:"accelerators,omitempty"`
+	// slice asks for a percentage slice of one card.
+	// +optional
+	Slice *SliceRequest `json:"slice,omitempty"`
+	// partition asks for one hardware partition of this profile, e.g. "1g.10gb".
+	// +optional
+	Partition string `json:"partition,omitempty"`
+	// cpu for the container. Defaults to the card share of the type's resourcesPerCard.cpu.
+	// +optional
+	CPU *resource.Quantity `json:"cpu,omitempty"`
+	// memory for the container. Defaults to the card share of the type's resourcesPerCard.memory.
+	// +optional
+	Memory *resource.Quantity `json:"memory,omitempty"`
+	// ephemeralStorage for the container. Defaults to the card share of the
+	// type's resourcesPerCard.ephemeralStorage.
+	// +optional
+	EphemeralStorage *resource.Quantity `json:"ephemeralStorage,omitempty"`
+}
+
+// SliceRequest is a share of one card.
+type SliceRequest struct {
+	// memoryPercent of the card's memory, 1 to 100.
+	MemoryPercent int32 `json:"memoryPercent"`
+	// coresPercent of the card's compute, 1 to 100. Defaults to memoryPercent.
+	// +optional
+	CoresPercent int32 `json:"coresPercent,omitempty"`
+}
+
+// InstancePort is a port of the container published on a NodePort.
+type InstancePort struct {
+	// name of the port, an IANA service name such as "http" or "jupyter".
+	Name string `json:"name"`
+	// port number in the container, 1 to 65535.
+	Port int32 `json:"port"`
+	// protocol is TCP, UDP or SCTP. Defaults to TCP.
+	// +optional
+	Protocol corev1.Protocol `json:"protocol,omitempty"`
+}
+
+// SSHSpec enables SSH access.
+type SSHSpec struct {
+	// authorizedKeysSecret names a Secret in the Instance's namespace whose
+	// "authorized_keys" key holds the public keys allowed to log in.
+	AuthorizedKeysSecret string `json:"authorizedKeysSecret"`
+}
+
+// Workspace is the Instance's working volume.
+type Workspace struct {
+	// mountPath of the workspace in the container. Defaults to /workspace.
+	// +optional
+	MountPath string `json:"mountPath,omitempty"`
+	// size of an emptyDir workspace, e.g. "100Gi". Not with claimName.
+	// +optional
+	Size *resource.Quantity `json:"size,omitempty"`
+	// claimName of a PersistentVolumeClaim to use as the workspace, so it
+	// survives stops and node changes. Not with size.
+	// +optional
+	ClaimName string `json:"claimName,omitempty"`
+}
+
+// InstanceVolume is an extra volume and where it is mounted. Set exactly
+// one source.
+type InstanceVolume struct {
+	// name of the volume, a DNS label unique in the Instance.
+	Name string `json:"name"`
+	// mountPath in the container, an absolute path.
+	MountPath string `json:"mountPath"`
+	// readOnly mounts the volume read-only.
+	// +optional
+	ReadOnly bool `json:"readOnly,omitempty"`
+	// persistentVolumeClaim in the Instance's namespace.
+	// +optional
+	PersistentVolumeClaim *corev1.PersistentVolumeClaimVolumeSource `json:"persistentVolumeClaim,omitempty"`
+	// configMap in the Instance's namespace.
+	// +optional
+	ConfigMap *corev1.ConfigMapVolumeSource `json:"configMap,omitempty"`
+	// secret in the Instance's namespace.
+	// +optional
+	Secret *corev1.SecretVolumeSource `json:"secret,omitempty"`
+	// hostPath mounts a directory of the node. Needs the "use" verb on
+	// instances/privileged.
+	// +optional
+	HostPath *corev1.HostPathVolumeSource `json:"hostPath,omitempty"`
+}
+
+// InstancePhase is where an Instance is in its life.
+// +enum
+type InstancePhase string
+
+const (
+	InstancePending  InstancePhase = "Pending"
+	InstanceStarting InstancePhase = "Starting"
+	InstanceReady    InstancePhase = "Ready"
+	InstanceStopping InstancePhase = "Stopping"
+	InstanceStopped  InstancePhase = "Stopped"
+	InstanceFailed   InstancePhase = "Failed"
+	InstanceDeleting InstancePhase = "Deleting"
+)
+
+// InstanceConditionReady is true when the Instance's container runs and is ready.
+const InstanceConditionReady = "Ready"
+
+// InstanceStatus is the observed state of an Instance.
+type InstanceStatus struct {
+	// phase is Pending, Starting, Ready, Stopping, Stopped, Failed or Deleting.
+	// +optional
+	Phase InstancePhase `json:"phase,omitempty"`
+	// message explains the phase, e.g. why the Instance is still Pending.
+	// +optional
+	Message string `json:"message,omitempty"`
+	// conditions of the Instance; "Ready" at least.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+	// observedGeneration is the generation of the spec this status describes.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	// nodeName is the node the Instance runs on.
+	// +optional
+	NodeName string `json:"nodeName,omitempty"`
+	// hostIPs of that node, external addresses first.
+	// +optional
+	// +listType=atomic
+	HostIPs []string `json:"hostIPs,omitempty"`
+	// podIPs of the Instance's Pod.
+	// +optional
+	// +listType=atomic
+	PodIPs []string `json:"podIPs,omitempty"`
+	// ports with the node ports they are reachable on.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	Ports []InstancePortStatus `json:"ports,omitempty"`
+	// allocations are the devices the Instance got.
+	// +optional
+	// +listType=atomic
+	Allocations []DeviceAllocation `json:"allocations,omitempty"`
+	// startTime is when the current Pod started.
+	// +optional
+	StartTime *metav1.Time `json:"startTime,omitempty"`
+}
+
+// InstancePortStatus is a published port.
+type InstancePortStatus struct {
+	// name of the port.
+	Name string `json:"name"`
+	// port number in the container.
+	Port int32 `json:"port"`
+	// protocol of the port.
+	// +optional
+	Protocol corev1.Protocol `json:"protocol,omitempty"`
+	// nodePort on every node's host IPs that reaches the port.
+	// +optional
+	NodePort int32 `json:"nodePort,omitempty"`
+}
+
+// AllocationMode is how a device is shared with an Instance.
+// +enum
+type AllocationMode string
+
+const (
+	AllocationExclusive AllocationMode = "Exclusive"
+	AllocationSlice     AllocationMode = "Slice"
+	AllocationPartition AllocationMode = "Partition"
+)
+
+// DeviceAllocation is one device given to an Instance.
+type DeviceAllocation struct {
+	// device is the device's ID, e.g. a GPU UUID or a MIG device UUID.
+	Device string `json:"device"`
+	// mode is Exclusive, Slice or Partition.
+	Mode AllocationMode `json:"mode"`
+	// memoryPercent of the device's memory given to the Instance (Slice).
+	// +optional
+	MemoryPercent int32 `json:"memoryPercent,omitempty"`
+	// coresPercent of the device's compute given to the Instance (Slice).
+	// +optional
+	CoresPercent int32 `json:"coresPercent,omitempty"`
+	// profile of the partition (Partition).
+	// +optional
+	Profile string `json:"profile,omitempty"`
+}
+
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+
+// InstanceList is a list of Instances.
+type InstanceList struct {
+	metav1.TypeMeta `json:",inline"`
+	// Standard list metadata.
+	// +optional
+	metav1.ListMeta `json:"metadata,omitempty"`
+	// items is the list of Instances.
+	Items []Instance `json:"items"`
+}
+
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+
+// Claim reserves accelerators ahead of any workload, e.g. "hold 4 H100s on
+// one node". An Instance consumes it through spec.claimName.
+type Claim struct {
+	metav1.TypeMeta `json:",inline"`
+	// Standard object metadata.
+	// +optional
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// spec is the reservation asked for.
+	// +optional
+	Spec ClaimSpec `json:"spec,omitempty"`
+	// status is where the reservation stands.
+	// +optional
+	Status ClaimStatus `json:"status,omitempty"`
+}
+
+// ClaimSpec is a reservation request. Set exactly one of accelerators or
+// partition. Only expireAfter may change after creation.
+type ClaimSpec struct {
+	// type is the name of the InstanceType to reserve from. Cannot be changed.
+	Type string `json:"type"`
+	// accelerators is the number of whole cards to hold on one node.
+	// +optional
+	Accelerators *int32 `json:"accelerators,omitempty"`
+	// partition is a partition profile to hold one of, e.g. "3g.40gb".
+	// +optional
+	Partition string `json:"partition,omitempty"`
+	// nodeName pins the reservation to one node.
+	// +optional
+	NodeName string `json:"nodeName,omitempty"`
+	// expireAfter releases the reservation when no Instance has attached to
+	// it for this long, e.g. "2h". Absent: it is held until deleted.
+	// +optional
+	ExpireAfter *metav1.Duration `json:"expireAfter,omitempty"`
+}
+
+// ClaimPhase is where a Claim is in its life.
+// +enum
+type ClaimPhase string
+
+const (
+	ClaimPending  ClaimPhase = "Pending"
+	ClaimBound    ClaimPhase = "Bound"
+	ClaimAttached ClaimPhase = "Attached"
+	ClaimLost     ClaimPhase = "Lost"
+	ClaimExpired  ClaimPhase = "Expired"
+)
+
+// ClaimConditionWaiting says why a Pending claim waits.
+const ClaimConditionWaiting = "Waiting"
+
+// ClaimStatus is the observed state of a Claim.
+type ClaimStatus struct {
+	// phase is Pending, Bound, Attached, Lost or Expired.
+	// +optional
+	Phase ClaimPhase `json:"phase,omitempty"`
+	// nodeName is the node the devices are held on.
+	// +optional
+	NodeName string `json:"nodeName,omitempty"`
+	// devices held, by device ID.
+	// +optional
+	// +listType=atomic
+	Devices []string `json:"devices,omitempty"`
+	// attachedTo is the Instance using the reservation.
+	// +optional
+	AttachedTo string `json:"attachedTo,omitempty"`
+	// expiresAt is when an unattached reservation lapses.
+	// +optional
+	ExpiresAt *metav1.Time `json:"expiresAt,omitempty"`
+	// conditions of the Claim; "Waiting" says why a Pending claim waits.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+	// observedGeneration is the generation of the spec this status describes.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+}
+
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+
+// ClaimList is a list of Claims.
+type ClaimList struct {
+	metav1.TypeMeta `json:",inline"`
+	// Standard list metadata.
+	// +optional
+	metav1.ListMeta `json:"metadata,omitempty"`
+	// items is the list of Claims.
+	Items []Claim `json:"items"`
+}
+
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+
+// Budget caps a namespace's use of accelerators, enforced when Instances
+// and Claims are created or started. Every Budget in a namespace applies.
+type Budget struct {
+	metav1.TypeMeta `json:",inline"`
+	// Standard object metadata.
+	// +optional
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// spec sets the limits.
+	// +optional
+	Spec BudgetSpec `json:"spec,omitempty"`
+	// status is what is charged against the limits now.
+	// +optional
+	Status BudgetStatus `json:"status,omitempty"`
+}
+
+// BudgetResourceName is a key of a Budget: "accelerators",
+// "accelerator-memory", "instances", or "accelerators.<instancetype>".
+type BudgetResourceName string
+
+const (
+	// BudgetAccelerators counts cards; a slice or partition counts as its share of a card.
+	BudgetAccelerators BudgetResourceName = "accelerators"
+	// BudgetAcceleratorMemory counts accelerator memory.
+	BudgetAcceleratorMemory BudgetResourceName = "accelerator-memory"
+	// BudgetInstances counts Instances that are not stopped.
+	BudgetInstances BudgetResourceName = "instances"
+	// BudgetAcceleratorsPerTypePrefix prefixes a per-type card count, "accelerators.<instancetype>".
+	BudgetAcceleratorsPerTypePrefix = "accelerators."
+)
+
+// BudgetResourceList maps Budget keys to quantities.
+type BudgetResourceList map[BudgetResourceName]resource.Quantity
+
+// BudgetSpec holds the limits.
+type BudgetSpec struct {
+	// hard limits by key: "accelerators" (cards; slices and partitions count
+	// as their share of a card), "accelerator-memory", "instances", and
+	// "accelerators.<instancetype>" for one type.
+	// +optional
+	Hard BudgetResourceList `json:"hard,omitempty"`
+}
+
+// BudgetStatus is what is charged now.
+type BudgetStatus struct {
+	// hard is the limits being enforced.
+	// +optional
+	Hard BudgetResourceList `json:"hard,omitempty"`
+	// used is what running Instances and held Claims are charged.
+	// +optional
+	Used BudgetResourceList `json:"used,omitempty"`
+}
+
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+
+// BudgetList is a list of Budgets.
+type BudgetList struct {
+	metav1.TypeMeta `json:",inline"`
+	// Standard list metadata.
+	// +optional
+	metav1.ListMeta `json:"metadata,omitempty"`
+	// items is the list of Budgets.
+	Items []Budget `json:"items"`
+}

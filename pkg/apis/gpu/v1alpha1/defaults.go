@@ -1,0 +1,73 @@
+package v1alpha1
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+)
+
+func addDefaultingFuncs(scheme *runtime.Scheme) error {
+	return RegisterDefaults(scheme)
+}
+
+// exclusiveResourceNames are the device plugin resource names of the
+// vendors' own plugins, used when a type does not name one.
+var exclusiveResourceNames = map[string]string{
+	"nvidia": "nvidia.com/gpu",
+	"amd":    "amd.com/gpu",
+	"intel":  "gpu.intel.com/i915",
+}
+
+// SetDefaults_Accelerator fills the resource names a vendor's device plugin
+// uses, and offers whole cards when no sharing mode is named.
+func SetDefaults_Accelerator(obj *Accelerator) {
+	if obj.MaxPerInstance == 0 {
+		obj.MaxPerInstance = 1
+	}
+	if obj.Exclusive == nil && obj.Sliced == nil && len(obj.Partitions) == 0 {
+		obj.Exclusive = &ExclusiveSharing{}
+	}
+	if obj.Exclusive != nil && obj.Exclusive.ResourceName == "" {
+		obj.Exclusive.ResourceName = exclusiveResourceNames[obj.Vendor]
+	}
+	if obj.Sliced != nil && obj.Vendor == "nvidia" {
+		// HAMi's resource names, the common sharing plugin for NVIDIA cards.
+		if obj.Sliced.ResourceName == "" {
+			obj.Sliced.ResourceName = "nvidia.com/gpu"
+		}
+		if obj.Sliced.MemoryPercentResourceName == "" {
+			obj.Sliced.MemoryPercentResourceName = "nvidia.com/gpumem-percentage"
+		}
+		if obj.Sliced.CoresResourceName == "" {
+			obj.Sliced.CoresResourceName = "nvidia.com/gpucores"
+		}
+	}
+	if obj.Vendor == "nvidia" {
+		for i := range obj.Partitions {
+			if obj.Partitions[i].ResourceName == "" {
+				obj.Partitions[i].ResourceName = "nvidia.com/mig-" + obj.Partitions[i].Name
+			}
+		}
+	}
+}
+
+// SetDefaults_InstanceSpec defaults the pull policy the way a Pod does for a
+// tagged image.
+func SetDefaults_InstanceSpec(obj *InstanceSpec) {
+	if obj.ImagePullPolicy == "" {
+		obj.ImagePullPolicy = corev1.PullIfNotPresent
+	}
+}
+
+// SetDefaults_SliceRequest gives a slice the same share of compute as of memory.
+func SetDefaults_SliceRequest(obj *SliceRequest) {
+	if obj.CoresPercent == 0 {
+		obj.CoresPercent = obj.MemoryPercent
+	}
+}
+
+// SetDefaults_InstancePort defaults the protocol to TCP.
+func SetDefaults_InstancePort(obj *InstancePort) {
+	if obj.Protocol == "" {
+		obj.Protocol = corev1.ProtocolTCP
+	}
+}
