@@ -1,0 +1,167 @@
+package apiserver
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+
+	"github.com/spf13/pflag"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	utilerrors "k8s.io/apimachinery/pkg/util/errors"
+	"k8s.io/apiserver/pkg/admission"
+	"k8s.io/apiserver/pkg/endpoints/openapi"
+	genericapiserver "k8s.io/apiserver/pkg/server"
+	genericoptions "k8s.io/apiserver/pkg/server/options"
+	"k8s.io/apiserver/pkg/util/compatibility"
+	utilfeature "k8s.io/apiserver/pkg/util/feature"
+	basecompatibility "k8s.io/component-base/compatibility"
+	baseversion "k8s.io/component-base/version"
+	"k8s.io/klog/v2"
+	netutils "k8s.io/utils/net"
+
+	"kiln.dev/kiln/pkg/apis/gpu/v1alpha1"
+	kilnopenapi "kiln.dev/kiln/pkg/generated/openapi"
+)
+
+// DefaultEtcdPathPrefix keeps Kiln's objects apart from kube-apiserver's
+// when both share one etcd.
+const DefaultEtcdPathPrefix = "/registry/gpu.kiln.dev"
+
+// Options are the flags of the Kiln API server.
+type Options struct {
+	RecommendedOptions *genericoptions.RecommendedOptions
+	// ComponentGlobalsRegistry holds the effective version and feature gates.
+	ComponentGlobalsRegistry basecompatibility.ComponentGlobalsRegistry
+	Standalone               StandaloneOptions
+
+	// ExtraAdmissionInitializers lets the admission plugins of Kiln receive
+	// their informers; set by whoever registers those plugins.
+	ExtraAdmissionInitializers func(*genericapiserver.RecommendedConfig) ([]admission.PluginInitializer, error)
+	// PostStartHooks run once the server serves, e.g. to start informers.
+	PostStartHooks map[string]genericapiserver.PostStartHookFunc
+
+	Out io.Writer
+}
+
+// NewOptions returns the default options of cluster mode.
+func NewOptions(out io.Writer) *Options {
+	o := &Options{
+		RecommendedOptions: genericoptions.NewRecommendedOptions(
+			DefaultEtcdPathPrefix,
+			Codecs.LegacyCodec(v1alpha1.SchemeGroupVersion),
+		),
+		ComponentGlobalsRegistry: compatibility.DefaultComponentGlobalsRegistry,
+		Standalone:               StandaloneOptions{DataDir: "_output/standalone"},
+		PostStartHooks:           map[string]genericapiserver.PostStartHookFunc{},
+		Out:                      out,
+	}
+	o.RecommendedOptions.Etcd.StorageConfig.EncodeVersioner = runtime.NewMultiGroupVersioner(
+		v1alpha1.SchemeGroupVersion, schema.GroupKind{Group: v1alpha1.GroupName})
+	_, _ = o.ComponentGlobalsRegistry.ComponentGlobalsOrRegister(basecompatibility.DefaultKubeComponent,
+		basecompatibility.NewEffectiveVersionFromString(baseversion.DefaultKubeBinaryVersion, "", ""),
+		utilfeature.DefaultMutableFeatureGate)
+	return o
+}
+
+// AddFlags adds every flag of the server to fs.
+func (o *Options) AddFlags(fs *pflag.FlagSet) {
+	o.RecommendedOptions.AddFlags(fs)
+	o.ComponentGlobalsRegistry.AddFlags(fs)
+	o.Standalone.AddFlags(fs)
+}
+
+// Complete fills in what depends on other flags. bindAddressSet says whether
+// the user named --bind-address, which standalone mode must not widen.
+func (o *Options) Complete(bindAddressSet, securePortSet bool) error {
+	if o.Standalone.Enabled {
+		return o.Standalone.complete(o.RecommendedOptions, bindAddressSet, securePortSet)
+	}
+	return nil
+}
+
+// Validate checks the flags.
+func (o *Options) Validate() error {
+	var errs []error
+	if o.Standalone.Enabled {
+		errs = append(errs, o.Standalone.validate(o.RecommendedOptions)...)
+	} else {
+		errs = append(errs, o.RecommendedOptions.Validate()...)
+	}
+	errs = append(errs, o.ComponentGlobalsRegistry.Validate()...)
+	return utilerrors.NewAggregate(errs)
+}
+
+// Config builds the server configuration from the options.
+func (o *Options) Config(ctx context.Context) (*Config, error) {
+	ro := o.RecommendedOptions
+	if err := ro.SecureServing.MaybeDefaultWithSelfSignedCerts("localhost", nil,
+		[]net.IP{netutils.ParseIPSloppy("127.0.0.1")}); err != nil {
+		return nil, fmt.Errorf("creating self-signed serving certificate: %w", err)
+	}
+	ro.ExtraAdmissionInitializers = func(c *genericapiserver.RecommendedConfig) ([]admission.PluginInitializer, error) {
+		if o.ExtraAdmissionInitializers == nil {
+			return nil, nil
+		}
+		return o.ExtraAdmissionInitializers(c)
+	}
+
+	serverConfig := genericapiserver.NewRecommendedConfig(Codecs)
+	namer := openapi.NewDefinitionNamer(Scheme)
+	serverConfig.OpenAPIConfig = genericapiserver.DefaultOpenAPIConfig(kilnopenapi.GetOpenAPIDefinitions, namer)
+	serverConfig.OpenAPIConfig.Info.Title = "Kiln"
+	serverConfig.OpenAPIConfig.Info.Version = "v1alpha1"
+	// Server-side apply builds its type converter from the v3 definitions.
+	serverConfig.OpenAPIV3Config = genericapiserver.DefaultOpenAPIV3Config(kilnopenapi.GetOpenAPIDefinitions, namer)
+	serverConfig.OpenAPIV3Config.Info.Title = "Kiln"
+	serverConfig.OpenAPIV3Config.Info.Version = "v1alpha1"
+	serverConfig.FeatureGate = o.ComponentGlobalsRegistry.FeatureGateFor(basecompatibility.DefaultKubeComponent)
+	serverConfig.EffectiveVersion = o.ComponentGlobalsRegistry.EffectiveVersionFor(basecompatibility.DefaultKubeComponent)
+
+	if o.Standalone.Enabled {
+		if err := o.Standalone.applyTo(ctx, ro, serverConfig); err != nil {
+			return nil, err
+		}
+	} else if err := ro.ApplyTo(serverConfig); err != nil {
+		return nil, err
+	}
+	return &Config{GenericConfig: serverConfig}, nil
+}
+
+// Run serves until ctx is done.
+func (o *Options) Run(ctx context.Context) error {
+	config, err := o.Config(ctx)
+	if err != nil {
+		return err
+	}
+	server, err := config.Complete().New()
+	if err != nil {
+		return err
+	}
+	for name, hook := range o.PostStartHooks {
+		if err := server.GenericAPIServer.AddPostStartHook(name, hook); err != nil {
+			return err
+		}
+	}
+	if f := config.GenericConfig.SharedInformerFactory; f != nil {
+		server.GenericAPIServer.AddPostStartHookOrDie("start-kube-informers", func(hc genericapiserver.PostStartHookContext) error {
+			f.Start(hc.Done())
+			return nil
+		})
+	}
+	if o.Standalone.Enabled {
+		server.GenericAPIServer.AddPostStartHookOrDie("write-standalone-kubeconfig", func(hc genericapiserver.PostStartHookContext) error {
+			path, err := o.Standalone.writeKubeconfig(o.RecommendedOptions.SecureServing)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(o.Out, "Kiln is serving on https://%s\nkubeconfig: %s\ntry: kubectl --kubeconfig %s get gpu -A\n",
+				net.JoinHostPort(o.RecommendedOptions.SecureServing.BindAddress.String(),
+					fmt.Sprint(o.RecommendedOptions.SecureServing.BindPort)), path, path)
+			klog.FromContext(ctx).Info("Wrote kubeconfig for the standalone server", "path", path)
+			return nil
+		})
+	}
+	return server.GenericAPIServer.PrepareRun().RunWithContext(ctx)
+}

@@ -1,0 +1,44 @@
+package budget
+
+import (
+	"fmt"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	"kiln.dev/kiln/pkg/apis/gpu"
+	"kiln.dev/kiln/pkg/registry/gpu/table"
+)
+
+// TableConvertor prints Budgets for kubectl get.
+var TableConvertor = table.Convertor{
+	Columns: []metav1.TableColumnDefinition{
+		table.NameColumn,
+		{Name: "Accelerators", Type: "string", Description: "Cards charged over the limit."},
+		{Name: "Memory", Type: "string", Description: "Accelerator memory charged over the limit."},
+		table.AgeColumn,
+	},
+	Row: func(obj runtime.Object) ([]interface{}, error) {
+		b, ok := obj.(*gpu.Budget)
+		if !ok {
+			return nil, fmt.Errorf("not a Budget: %T", obj)
+		}
+		return []interface{}{
+			b.Name,
+			usedOverHard(b, gpu.BudgetAccelerators),
+			usedOverHard(b, gpu.BudgetAcceleratorMemory),
+			table.Age(b.CreationTimestamp),
+		}, nil
+	},
+}
+
+// usedOverHard renders "6/8" as kubectl describe quota does; <none> when the
+// budget sets no limit on key.
+func usedOverHard(b *gpu.Budget, key gpu.BudgetResourceName) string {
+	hard, ok := b.Spec.Hard[key]
+	if !ok {
+		return table.None
+	}
+	used := b.Status.Used[key]
+	return used.String() + "/" + hard.String()
+}

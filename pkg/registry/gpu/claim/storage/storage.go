@@ -1,0 +1,57 @@
+// Package storage builds the etcd-backed REST storage of Claims.
+package storage
+
+import (
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apiserver/pkg/registry/generic"
+	genericregistry "k8s.io/apiserver/pkg/registry/generic/registry"
+	"k8s.io/apiserver/pkg/registry/rest"
+
+	"kiln.dev/kiln/pkg/apis/gpu"
+	"kiln.dev/kiln/pkg/registry/gpu/claim"
+	"kiln.dev/kiln/pkg/registry/gpu/status"
+)
+
+// REST is the storage of the claims resource.
+type REST struct {
+	*genericregistry.Store
+}
+
+// ClaimStorage groups the storage of the resource and its subresources.
+type ClaimStorage struct {
+	Claim  *REST
+	Status *status.REST
+}
+
+// NewStorage returns the storage of claims and claims/status.
+func NewStorage(scheme *runtime.Scheme, optsGetter generic.RESTOptionsGetter) (ClaimStorage, error) {
+	strategy := claim.NewStrategy(scheme)
+	store := &genericregistry.Store{
+		NewFunc:                   func() runtime.Object { return &gpu.Claim{} },
+		NewListFunc:               func() runtime.Object { return &gpu.ClaimList{} },
+		PredicateFunc:             claim.Matcher,
+		DefaultQualifiedResource:  gpu.Resource("claims"),
+		SingularQualifiedResource: gpu.Resource("claim"),
+
+		CreateStrategy:      strategy,
+		UpdateStrategy:      strategy,
+		DeleteStrategy:      strategy,
+		ResetFieldsStrategy: strategy,
+
+		TableConvertor: claim.TableConvertor,
+	}
+	options := &generic.StoreOptions{RESTOptions: optsGetter, AttrFunc: claim.GetAttrs, Indexers: claim.Indexers()}
+	if err := store.CompleteWithOptions(options); err != nil {
+		return ClaimStorage{}, err
+	}
+
+	return ClaimStorage{
+		Claim:  &REST{store},
+		Status: status.NewREST(store, claim.NewStatusStrategy(strategy)),
+	}, nil
+}
+
+var _ rest.CategoriesProvider = &REST{}
+
+// Categories puts Claims in "kubectl get gpu".
+func (r *REST) Categories() []string { return []string{"gpu"} }

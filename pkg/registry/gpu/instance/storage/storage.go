@@ -1,0 +1,61 @@
+// Package storage builds the etcd-backed REST storage of Instances.
+package storage
+
+import (
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apiserver/pkg/registry/generic"
+	genericregistry "k8s.io/apiserver/pkg/registry/generic/registry"
+	"k8s.io/apiserver/pkg/registry/rest"
+
+	"kiln.dev/kiln/pkg/apis/gpu"
+	"kiln.dev/kiln/pkg/registry/gpu/instance"
+	"kiln.dev/kiln/pkg/registry/gpu/status"
+)
+
+// REST is the storage of the instances resource.
+type REST struct {
+	*genericregistry.Store
+}
+
+// InstanceStorage groups the storage of the resource and its subresources.
+type InstanceStorage struct {
+	Instance *REST
+	Status   *status.REST
+}
+
+// NewStorage returns the storage of instances and instances/status.
+func NewStorage(scheme *runtime.Scheme, optsGetter generic.RESTOptionsGetter) (InstanceStorage, error) {
+	strategy := instance.NewStrategy(scheme)
+	store := &genericregistry.Store{
+		NewFunc:                   func() runtime.Object { return &gpu.Instance{} },
+		NewListFunc:               func() runtime.Object { return &gpu.InstanceList{} },
+		PredicateFunc:             instance.Matcher,
+		DefaultQualifiedResource:  gpu.Resource("instances"),
+		SingularQualifiedResource: gpu.Resource("instance"),
+
+		CreateStrategy:      strategy,
+		UpdateStrategy:      strategy,
+		DeleteStrategy:      strategy,
+		ResetFieldsStrategy: strategy,
+
+		TableConvertor: instance.TableConvertor,
+	}
+	options := &generic.StoreOptions{RESTOptions: optsGetter, AttrFunc: instance.GetAttrs, Indexers: instance.Indexers()}
+	if err := store.CompleteWithOptions(options); err != nil {
+		return InstanceStorage{}, err
+	}
+
+	return InstanceStorage{
+		Instance: &REST{store},
+		Status:   status.NewREST(store, instance.NewStatusStrategy(strategy)),
+	}, nil
+}
+
+var _ rest.ShortNamesProvider = &REST{}
+var _ rest.CategoriesProvider = &REST{}
+
+// ShortNames lets kubectl resolve "inst".
+func (r *REST) ShortNames() []string { return []string{"inst"} }
+
+// Categories puts Instances in "kubectl get gpu".
+func (r *REST) Categories() []string { return []string{"gpu"} }
