@@ -464,7 +464,11 @@ func TestFieldAndLabelSelectors(t *testing.T) {
 	}
 
 	// A watch with a field selector sees only matching objects.
-	w, err := gpu.Instances(ns).Watch(c, metav1.ListOptions{FieldSelector: "spec.type=l4"})
+	l4, err := gpu.Instances(ns).List(c, metav1.ListOptions{FieldSelector: "spec.type=l4"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := gpu.Instances(ns).Watch(c, metav1.ListOptions{FieldSelector: "spec.type=l4", ResourceVersion: l4.ResourceVersion})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,7 +8,6 @@ import (
 	"io"
 	"net"
 	"os"
-	"path/filepath"
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -91,6 +90,9 @@ func (s *Server) waitReady(ctx context.Context) error {
 			lastErr = fmt.Errorf("readyz: %w: %s", err, body)
 			return false, nil
 		}
+		// Tests create hundreds of objects; client-go's default of 5 QPS
+		// would make them wait, not the server.
+		cfg.QPS, cfg.Burst = 1000, 2000
 		s.Config = cfg
 		return true, nil
 	})
@@ -113,4 +115,3 @@ func (s *Server) Stop() {
 func TempDir() (string, error) {
 	return os.MkdirTemp("", "kiln-testserver-")
 }
-

@@ -67,7 +67,7 @@ func (budgetStrategy) WarningsOnCreate(ctx context.Context, obj runtime.Object) 
 
 func (budgetStrategy) Canonicalize(obj runtime.Object) {}
 
-func (budgetStrategy) AllowCreateOnUpdate() bool { return false }
+func (budgetStrategy) AllowCreateOnUpdate(ctx context.Context) bool { return false }
 
 func (budgetStrategy) ValidateUpdate(ctx context.Context, obj, old runtime.Object) field.ErrorList {
 	return validation.ValidateBudgetUpdate(obj.(*gpu.Budget), old.(*gpu.Budget))
@@ -77,7 +77,7 @@ func (budgetStrategy) WarningsOnUpdate(ctx context.Context, obj, old runtime.Obj
 	return nil
 }
 
-func (budgetStrategy) AllowUnconditionalUpdate() bool { return true }
+func (budgetStrategy) AllowUnconditionalUpdate(ctx context.Context) bool { return true }
 
 // budgetStatusStrategy implements behaviour for the /status subresource.
 type budgetStatusStrategy struct {

@@ -65,7 +65,7 @@ func (claimStrategy) WarningsOnCreate(ctx context.Context, obj runtime.Object) [
 
 func (claimStrategy) Canonicalize(obj runtime.Object) {}
 
-func (claimStrategy) AllowCreateOnUpdate() bool { return false }
+func (claimStrategy) AllowCreateOnUpdate(ctx context.Context) bool { return false }
 
 func (claimStrategy) ValidateUpdate(ctx context.Context, obj, old runtime.Object) field.ErrorList {
 	return validation.ValidateClaimUpdate(obj.(*gpu.Claim), old.(*gpu.Claim))
@@ -75,7 +75,7 @@ func (claimStrategy) WarningsOnUpdate(ctx context.Context, obj, old runtime.Obje
 	return nil
 }
 
-func (claimStrategy) AllowUnconditionalUpdate() bool { return true }
+func (claimStrategy) AllowUnconditionalUpdate(ctx context.Context) bool { return true }
 
 // claimStatusStrategy implements behaviour for the /status subresource.
 type claimStatusStrategy struct {

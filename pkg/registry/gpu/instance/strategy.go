@@ -65,7 +65,7 @@ func (instanceStrategy) WarningsOnCreate(ctx context.Context, obj runtime.Object
 
 func (instanceStrategy) Canonicalize(obj runtime.Object) {}
 
-func (instanceStrategy) AllowCreateOnUpdate() bool { return false }
+func (instanceStrategy) AllowCreateOnUpdate(ctx context.Context) bool { return false }
 
 func (instanceStrategy) ValidateUpdate(ctx context.Context, obj, old runtime.Object) field.ErrorList {
 	return validation.ValidateInstanceUpdate(obj.(*gpu.Instance), old.(*gpu.Instance))
@@ -75,7 +75,7 @@ func (instanceStrategy) WarningsOnUpdate(ctx context.Context, obj, old runtime.O
 	return nil
 }
 
-func (instanceStrategy) AllowUnconditionalUpdate() bool { return true }
+func (instanceStrategy) AllowUnconditionalUpdate(ctx context.Context) bool { return true }
 
 // instanceStatusStrategy implements behaviour for the /status subresource.
 type instanceStatusStrategy struct {

@@ -65,7 +65,7 @@ func (instanceTypeStrategy) WarningsOnCreate(ctx context.Context, obj runtime.Ob
 
 func (instanceTypeStrategy) Canonicalize(obj runtime.Object) {}
 
-func (instanceTypeStrategy) AllowCreateOnUpdate() bool { return false }
+func (instanceTypeStrategy) AllowCreateOnUpdate(ctx context.Context) bool { return false }
 
 func (instanceTypeStrategy) ValidateUpdate(ctx context.Context, obj, old runtime.Object) field.ErrorList {
 	return validation.ValidateInstanceTypeUpdate(obj.(*gpu.InstanceType), old.(*gpu.InstanceType))
@@ -75,7 +75,7 @@ func (instanceTypeStrategy) WarningsOnUpdate(ctx context.Context, obj, old runti
 	return nil
 }
 
-func (instanceTypeStrategy) AllowUnconditionalUpdate() bool { return true }
+func (instanceTypeStrategy) AllowUnconditionalUpdate(ctx context.Context) bool { return true }
 
 // instanceTypeStatusStrategy implements behaviour for the /status subresource.
 type instanceTypeStatusStrategy struct {

@@ -1,0 +1,92 @@
+package validation
+
+import (
+	"sort"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/api/resource"
+	apivalidation "k8s.io/apimachinery/pkg/api/validation"
+	utilvalidation "k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"kiln.dev/kiln/pkg/apis/gpu"
+)
+
+// supportedBudgetKeys is shown when a key is unknown.
+var supportedBudgetKeys = []string{
+	string(gpu.BudgetAccelerators),
+	string(gpu.BudgetAcceleratorMemory),
+	string(gpu.BudgetInstances),
+	gpu.BudgetAcceleratorsPerTypePrefix + "<instancetype>",
+}
+
+// ValidateBudget validates a new Budget.
+func ValidateBudget(obj *gpu.Budget) field.ErrorList {
+	allErrs := apivalidation.ValidateObjectMeta(&obj.ObjectMeta, true, apivalidation.NameIsDNSSubdomain, field.NewPath("metadata"))
+	return append(allErrs, validateBudgetResourceList(obj.Spec.Hard, field.NewPath("spec", "hard"))...)
+}
+
+// ValidateBudgetUpdate validates an update of a Budget's metadata and spec.
+// Limits may change at any time; they apply from the next charge.
+func ValidateBudgetUpdate(obj, old *gpu.Budget) field.ErrorList {
+	allErrs := apivalidation.ValidateObjectMetaUpdate(&obj.ObjectMeta, &old.ObjectMeta, field.NewPath("metadata"))
+	return append(allErrs, validateBudgetResourceList(obj.Spec.Hard, field.NewPath("spec", "hard"))...)
+}
+
+// ValidateBudgetStatusUpdate validates an update of a Budget's status.
+func ValidateBudgetStatusUpdate(obj, old *gpu.Budget) field.ErrorList {
+	statusPath := field.NewPath("status")
+	allErrs := apivalidation.ValidateObjectMetaUpdate(&obj.ObjectMeta, &old.ObjectMeta, field.NewPath("metadata"))
+	allErrs = append(allErrs, validateBudgetResourceList(obj.Status.Hard, statusPath.Child("hard"))...)
+	allErrs = append(allErrs, validateBudgetResourceList(obj.Status.Used, statusPath.Child("used"))...)
+	return allErrs
+}
+
+func validateBudgetResourceList(list gpu.BudgetResourceList, fldPath *field.Path) field.ErrorList {
+	// Sorted, so the same object always gets the same errors in the same order.
+	keys := make([]string, 0, len(list))
+	for k := range list {
+		keys = append(keys, string(k))
+	}
+	sort.Strings(keys)
+
+	var allErrs field.ErrorList
+	for _, k := range keys {
+		q := list[gpu.BudgetResourceName(k)]
+		keyPath := fldPath.Key(k)
+		if errs := validateBudgetKey(k, keyPath); len(errs) > 0 {
+			allErrs = append(allErrs, errs...)
+			continue
+		}
+		allErrs = append(allErrs, validateNonnegativeQuantity(q, keyPath)...)
+		if gpu.BudgetResourceName(k) == gpu.BudgetInstances && q.Sign() >= 0 && !isWhole(q) {
+			allErrs = append(allErrs, field.Invalid(keyPath, q.String(), "must be a whole number of Instances, e.g. 4"))
+		}
+	}
+	return allErrs
+}
+
+func validateBudgetKey(k string, keyPath *field.Path) field.ErrorList {
+	switch gpu.BudgetResourceName(k) {
+	case gpu.BudgetAccelerators, gpu.BudgetAcceleratorMemory, gpu.BudgetInstances:
+		return nil
+	}
+	typeName, ok := strings.CutPrefix(k, gpu.BudgetAcceleratorsPerTypePrefix)
+	if !ok {
+		return field.ErrorList{field.NotSupported(keyPath, k, supportedBudgetKeys)}
+	}
+	if typeName == "" {
+		return field.ErrorList{field.Invalid(keyPath, k, "must name an InstanceType after \"accelerators.\", e.g. accelerators.h100-80gb")}
+	}
+	var allErrs field.ErrorList
+	for _, msg := range utilvalidation.IsDNS1123Subdomain(typeName) {
+		allErrs = append(allErrs, field.Invalid(keyPath, k, "the part after \"accelerators.\" must be the name of an InstanceType: "+msg))
+	}
+	return allErrs
+}
+
+// isWhole says whether q has no fractional part.
+func isWhole(q resource.Quantity) bool {
+	c := q.DeepCopy()
+	return c.RoundUp(0)
+}

@@ -1,0 +1,363 @@
+package validation
+
+import (
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"kiln.dev/kiln/pkg/apis/gpu"
+)
+
+// validInstanceType is a defaulted type that offers every sharing mode.
+func validInstanceType() *gpu.InstanceType {
+	return &gpu.InstanceType{
+		ObjectMeta: metav1.ObjectMeta{Name: "h100-80gb", Labels: map[string]string{"tier": "gpu"}},
+		Spec: gpu.InstanceTypeSpec{
+			DisplayName: "NVIDIA H100 80GB",
+			Accelerator: &gpu.Accelerator{
+				Vendor:         "nvidia",
+				Model:          "NVIDIA-H100-80GB-HBM3",
+				Memory:         qty("80Gi"),
+				MaxPerInstance: 8,
+				Exclusive:      &gpu.ExclusiveSharing{ResourceName: "nvidia.com/gpu"},
+				Sliced: &gpu.SlicedSharing{
+					ResourceName:              "nvidia.com/gpu",
+					MemoryPercentResourceName: "nvidia.com/gpumem-percentage",
+					CoresResourceName:         "nvidia.com/gpucores",
+				},
+				Partitions: []gpu.PartitionProfile{
+					{Name: "1g.10gb", Memory: qty("10Gi"), ResourceName: "nvidia.com/mig-1g.10gb"},
+					{Name: "3g.40gb", Memory: qty("40Gi"), ResourceName: "nvidia.com/mig-3g.40gb"},
+				},
+			},
+			ResourcesPerCard: gpu.HostResources{
+				CPU:              qtyPtr("16"),
+				Memory:           qtyPtr("128Gi"),
+				EphemeralStorage: qtyPtr("200Gi"),
+			},
+			NodeSelector: map[string]string{"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"},
+			Tolerations: []corev1.Toleration{
+				{Key: "nvidia.com/gpu", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule},
+			},
+			RuntimeClassName: ptrTo("nvidia"),
+			NamespaceSelector: &metav1.LabelSelector{
+				MatchLabels: map[string]string{"kiln.dev/gpu": "true"},
+			},
+		},
+	}
+}
+
+func validInstanceTypeStatus() gpu.InstanceTypeStatus {
+	return gpu.InstanceTypeStatus{
+		Phase: gpu.InstanceTypeActive,
+		Capacity: gpu.InstanceTypeCapacity{
+			Nodes:     2,
+			Cards:     16,
+			FreeCards: 5,
+			Partitions: []gpu.PartitionCapacity{
+				{Name: "1g.10gb", Total: 14, Free: 3},
+				{Name: "3g.40gb", Total: 4, Free: 0},
+			},
+		},
+		Conditions:         []metav1.Condition{condition("Ready")},
+		ObservedGeneration: 3,
+	}
+}
+
+func TestValidateInstanceType(t *testing.T) {
+	cases := []struct {
+		name   string
+		mutate func(*gpu.InstanceType)
+		want   []string
+	}{
+		// Accepted.
+		{name: "valid", mutate: func(*gpu.InstanceType) {}},
+		{name: "cpu-only type", mutate: func(o *gpu.InstanceType) {
+			o.Spec.Accelerator = nil
+			o.Spec.RuntimeClassName = nil
+			o.Spec.Tolerations = nil
+		}},
+		{name: "empty spec", mutate: func(o *gpu.InstanceType) { o.Spec = gpu.InstanceTypeSpec{} }},
+		{name: "amd exclusive only", mutate: func(o *gpu.InstanceType) {
+			o.Spec.Accelerator = &gpu.Accelerator{
+				Vendor: "amd", Model: "AMD-Instinct-MI300X", Memory: qty("192Gi"), MaxPerInstance: 1,
+				Exclusive: &gpu.ExclusiveSharing{ResourceName: "amd.com/gpu"},
+			}
+		}},
+		{name: "partitions only, with a +me profile", mutate: func(o *gpu.InstanceType) {
+			o.Spec.Accelerator.Exclusive = nil
+			o.Spec.Accelerator.Sliced = nil
+			o.Spec.Accelerator.Partitions = []gpu.PartitionProfile{
+				{Name: "1g.10gb+me", Memory: qty("10Gi"), ResourceName: "nvidia.com/mig-1g.10gb.me"},
+				{Name: "7g.80gb", Memory: qty("80Gi"), ResourceName: "nvidia.com/mig-7g.80gb"},
+			}
+		}},
+		{name: "maxPerInstance at the limit", mutate: func(o *gpu.InstanceType) { o.Spec.Accelerator.MaxPerInstance = 64 }},
+		{name: "displayName of 256 multi-byte characters", mutate: func(o *gpu.InstanceType) {
+			o.Spec.DisplayName = strings.Repeat("é", 256)
+		}},
+		{name: "hold", mutate: func(o *gpu.InstanceType) { o.Spec.Hold = gpu.HoldNew }},
+		{name: "drain", mutate: func(o *gpu.InstanceType) { o.Spec.Hold = gpu.HoldDrain }},
+		{name: "tolerate everything", mutate: func(o *gpu.InstanceType) {
+			o.Spec.Tolerations = []corev1.Toleration{{Operator: corev1.TolerationOpExists}}
+		}},
+		{name: "toleration with Equal, empty operator and NoExecute seconds", mutate: func(o *gpu.InstanceType) {
+			o.Spec.Tolerations = []corev1.Toleration{
+				{Key: "dedicated", Operator: corev1.TolerationOpEqual, Value: "gpu", Effect: corev1.TaintEffectPreferNoSchedule},
+				{Key: "dedicated", Value: "gpu"},
+				{Key: "node.kubernetes.io/unreachable", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute, TolerationSeconds: ptrTo(int64(300))},
+			}
+		}},
+		{name: "namespaceSelector with expressions", mutate: func(o *gpu.InstanceType) {
+			o.Spec.NamespaceSelector = &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{
+				{Key: "team", Operator: metav1.LabelSelectorOpIn, Values: []string{"ml", "research"}},
+			}}
+		}},
+
+		// Metadata.
+		{name: "no name", mutate: func(o *gpu.InstanceType) { o.Name = "" },
+			want: []string{"Required metadata.name"}},
+		{name: "name not a DNS subdomain", mutate: func(o *gpu.InstanceType) { o.Name = "H100_80GB" },
+			want: []string{"Invalid metadata.name"}},
+		{name: "cluster-scoped", mutate: func(o *gpu.InstanceType) { o.Namespace = "default" },
+			want: []string{"Forbidden metadata.namespace"}},
+		{name: "bad label", mutate: func(o *gpu.InstanceType) { o.Labels = map[string]string{"bad key": "x"} },
+			want: []string{"Invalid metadata.labels"}},
+
+		// displayName.
+		{name: "displayName too long", mutate: func(o *gpu.InstanceType) { o.Spec.DisplayName = strings.Repeat("x", 257) },
+			want: []string{"TooLong spec.displayName"}},
+
+		// accelerator.
+		{name: "vendor missing", mutate: func(o *gpu.InstanceType) { o.Spec.Accelerator.Vendor = "" },
+			want: []string{"Required spec.accelerator.vendor"}},
+		{name: "vendor not a DNS label", mutate: func(o *gpu.InstanceType) { o.Spec.Accelerator.Vendor = "NVIDIA" },
+			want: []string{"Invalid spec.accelerator.vendor"}},
+		{name: "model missing", mutate: func(o *gpu.InstanceType) { o.Spec.Accelerator.Model = "" },
+			want: []string{"Required spec.accelerator.model"}},
+		{name: "model too long", mutate: func(o *gpu.InstanceType) { o.Spec.Accelerator.Model = strings.Repeat("m", 257) },
+			want: []string{"TooLong spec.accelerator.model"}},
+		{name: "memory missing", mutate: func(o *gpu.InstanceType) { o.Spec.Accelerator.Memory = qty("0") },
+			want: []string{"Required spec.accelerator.memory"}},
+		{name: "memory negative", mutate: func(o *gpu.InstanceType) { o.Spec.Accelerator.Memory = qty("-80Gi") },
+			want: []string{"Invalid spec.accelerator.memory"}},
+		{name: "maxPerInstance zero", mutate: func(o *gpu.InstanceType) { o.Spec.Accelerator.MaxPerInstance = 0 },
+			want: []string{"Invalid spec.accelerator.maxPerInstance"}},
+		{name: "maxPerInstance too high", mutate: func(o *gpu.InstanceType) { o.Spec.Accelerator.MaxPerInstance = 65 },
+			want: []string{"Invalid spec.accelerator.maxPerInstance"}},
+		{name: "no sharing mode", mutate: func(o *gpu.InstanceType) {
+			o.Spec.Accelerator.Exclusive = nil
+			o.Spec.Accelerator.Sliced = nil
+			o.Spec.Accelerator.Partitions = nil
+		}, want: []string{"Required spec.accelerator"}},
+		{name: "exclusive resourceName missing (unknown vendor)", mutate: func(o *gpu.InstanceType) {
+			o.Spec.Accelerator.Vendor = "acme"
+			o.Spec.Accelerator.Exclusive.ResourceName = ""
+		}, want: []string{"Required spec.accelerator.exclusive.resourceName"}},
+		{name: "exclusive resourceName not a qualified name", mutate: func(o *gpu.InstanceType) {
+			o.Spec.Accelerator.Exclusive.ResourceName = "nvidia.com/gpu!"
+		}, want: []string{"Invalid spec.accelerator.exclusive.resourceName"}},
+		{name: "sliced resource names missing", mutate: func(o *gpu.InstanceType) { o.Spec.Accelerator.Sliced = &gpu.SlicedSharing{} },
+			want: []string{
+				"Required spec.accelerator.sliced.resourceName",
+				"Required spec.accelerator.sliced.memoryPercentResourceName",
+				"Required spec.accelerator.sliced.coresResourceName",
+			}},
+		{name: "sliced resource names not qualified names", mutate: func(o *gpu.InstanceType) {
+			o.Spec.Accelerator.Sliced = &gpu.SlicedSharing{
+				ResourceName:              "/gpu",
+				MemoryPercentResourceName: "nvidia.com/mem percent",
+				CoresResourceName:         "-cores",
+			}
+		}, want: []string{
+			"Invalid spec.accelerator.sliced.resourceName",
+			"Invalid spec.accelerator.sliced.memoryPercentResourceName",
+			"Invalid spec.accelerator.sliced.coresResourceName",
+		}},
+		{name: "partition name missing", mutate: func(o *gpu.InstanceType) { o.Spec.Accelerator.Partitions[0].Name = "" },
+			want: []string{"Required spec.accelerator.partitions[0].name"}},
+		{name: "partition name not a profile", mutate: func(o *gpu.InstanceType) { o.Spec.Accelerator.Partitions[1].Name = "3G.40GB" },
+			want: []string{"Invalid spec.accelerator.partitions[1].name"}},
+		{name: "partition name starting with a dot", mutate: func(o *gpu.InstanceType) { o.Spec.Accelerator.Partitions[0].Name = ".1g" },
+			want: []string{"Invalid spec.accelerator.partitions[0].name"}},
+		{name: "partition name too long", mutate: func(o *gpu.InstanceType) { o.Spec.Accelerator.Partitions[0].Name = strings.Repeat("a", 64) },
+			want: []string{"TooLong spec.accelerator.partitions[0].name"}},
+		{name: "partition names duplicated", mutate: func(o *gpu.InstanceType) { o.Spec.Accelerator.Partitions[1].Name = "1g.10gb" },
+			want: []string{"Duplicate spec.accelerator.partitions[1].name"}},
+		{name: "partition memory missing", mutate: func(o *gpu.InstanceType) { o.Spec.Accelerator.Partitions[0].Memory = qty("0") },
+			want: []string{"Required spec.accelerator.partitions[0].memory"}},
+		{name: "partition memory negative", mutate: func(o *gpu.InstanceType) { o.Spec.Accelerator.Partitions[0].Memory = qty("-10Gi") },
+			want: []string{"Invalid spec.accelerator.partitions[0].memory"}},
+		{name: "partition memory above the card's", mutate: func(o *gpu.InstanceType) { o.Spec.Accelerator.Partitions[1].Memory = qty("81Gi") },
+			want: []string{"Invalid spec.accelerator.partitions[1].memory"}},
+		{name: "partition memory equal to the card's", mutate: func(o *gpu.InstanceType) { o.Spec.Accelerator.Partitions[1].Memory = qty("80Gi") }},
+		{name: "partition resourceName missing", mutate: func(o *gpu.InstanceType) { o.Spec.Accelerator.Partitions[0].ResourceName = "" },
+			want: []string{"Required spec.accelerator.partitions[0].resourceName"}},
+		{name: "partition resourceName defaulted from a +me profile", mutate: func(o *gpu.InstanceType) {
+			o.Spec.Accelerator.Partitions[0].Name = "1g.10gb+me"
+			o.Spec.Accelerator.Partitions[0].ResourceName = "nvidia.com/mig-1g.10gb+me"
+		}, want: []string{"Invalid spec.accelerator.partitions[0].resourceName"}},
+
+		// resourcesPerCard.
+		{name: "resourcesPerCard not positive", mutate: func(o *gpu.InstanceType) {
+			o.Spec.ResourcesPerCard = gpu.HostResources{CPU: qtyPtr("0"), Memory: qtyPtr("-1Gi"), EphemeralStorage: qtyPtr("0")}
+		}, want: []string{
+			"Invalid spec.resourcesPerCard.cpu",
+			"Invalid spec.resourcesPerCard.memory",
+			"Invalid spec.resourcesPerCard.ephemeralStorage",
+		}},
+
+		// nodeSelector, tolerations, runtimeClassName, namespaceSelector, hold.
+		{name: "nodeSelector key invalid", mutate: func(o *gpu.InstanceType) { o.Spec.NodeSelector = map[string]string{"gpu product": "h100"} },
+			want: []string{"Invalid spec.nodeSelector"}},
+		{name: "nodeSelector value invalid", mutate: func(o *gpu.InstanceType) { o.Spec.NodeSelector = map[string]string{"gpu": "H100 80GB"} },
+			want: []string{"Invalid spec.nodeSelector"}},
+		{name: "toleration operator unknown", mutate: func(o *gpu.InstanceType) { o.Spec.Tolerations[0].Operator = "In" },
+			want: []string{"NotSupported spec.tolerations[0].operator"}},
+		{name: "toleration effect unknown", mutate: func(o *gpu.InstanceType) { o.Spec.Tolerations[0].Effect = "NoRun" },
+			want: []string{"NotSupported spec.tolerations[0].effect"}},
+		{name: "toleration key invalid", mutate: func(o *gpu.InstanceType) { o.Spec.Tolerations[0].Key = "nvidia.com/gpu!" },
+			want: []string{"Invalid spec.tolerations[0].key"}},
+		{name: "toleration Exists with a value", mutate: func(o *gpu.InstanceType) { o.Spec.Tolerations[0].Value = "present" },
+			want: []string{"Invalid spec.tolerations[0].value"}},
+		{name: "toleration empty key with Equal", mutate: func(o *gpu.InstanceType) {
+			o.Spec.Tolerations[0] = corev1.Toleration{Operator: corev1.TolerationOpEqual, Value: "x"}
+		}, want: []string{"Invalid spec.tolerations[0].operator"}},
+		{name: "toleration empty key with empty operator", mutate: func(o *gpu.InstanceType) {
+			o.Spec.Tolerations[0] = corev1.Toleration{}
+		}, want: []string{"Invalid spec.tolerations[0].operator"}},
+		{name: "toleration Equal with an invalid value", mutate: func(o *gpu.InstanceType) {
+			o.Spec.Tolerations[0] = corev1.Toleration{Key: "dedicated", Operator: corev1.TolerationOpEqual, Value: "not a label value"}
+		}, want: []string{"Invalid spec.tolerations[0].value"}},
+		{name: "toleration seconds without NoExecute", mutate: func(o *gpu.InstanceType) {
+			o.Spec.Tolerations[0].TolerationSeconds = ptrTo(int64(60))
+		}, want: []string{"Invalid spec.tolerations[0].effect"}},
+		{name: "second toleration is indexed", mutate: func(o *gpu.InstanceType) {
+			o.Spec.Tolerations = append(o.Spec.Tolerations, corev1.Toleration{Key: "a", Operator: "Gt", Effect: "Never"})
+		}, want: []string{"NotSupported spec.tolerations[1].operator", "NotSupported spec.tolerations[1].effect"}},
+		{name: "runtimeClassName invalid", mutate: func(o *gpu.InstanceType) { o.Spec.RuntimeClassName = ptrTo("Nvidia_Runtime") },
+			want: []string{"Invalid spec.runtimeClassName"}},
+		{name: "runtimeClassName empty", mutate: func(o *gpu.InstanceType) { o.Spec.RuntimeClassName = ptrTo("") },
+			want: []string{"Invalid spec.runtimeClassName"}},
+		{name: "namespaceSelector matchLabels invalid", mutate: func(o *gpu.InstanceType) {
+			o.Spec.NamespaceSelector.MatchLabels = map[string]string{"team": "ML team"}
+		}, want: []string{"Invalid spec.namespaceSelector.matchLabels"}},
+		{name: "namespaceSelector In without values", mutate: func(o *gpu.InstanceType) {
+			o.Spec.NamespaceSelector.MatchExpressions = []metav1.LabelSelectorRequirement{{Key: "team", Operator: metav1.LabelSelectorOpIn}}
+		}, want: []string{"Required spec.namespaceSelector.matchExpressions[0].values"}},
+		{name: "hold unknown", mutate: func(o *gpu.InstanceType) { o.Spec.Hold = "Pause" },
+			want: []string{"NotSupported spec.hold"}},
+
+		{name: "several errors at once", mutate: func(o *gpu.InstanceType) {
+			o.Spec.Accelerator.Vendor = ""
+			o.Spec.Accelerator.MaxPerInstance = -1
+			o.Spec.Hold = "hold"
+		}, want: []string{
+			"Required spec.accelerator.vendor",
+			"Invalid spec.accelerator.maxPerInstance",
+			"NotSupported spec.hold",
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			obj := validInstanceType()
+			tc.mutate(obj)
+			expectErrors(t, ValidateInstanceType(obj), tc.want)
+		})
+	}
+}
+
+func TestValidateInstanceTypeUpdate(t *testing.T) {
+	cases := []struct {
+		name   string
+		mutate func(*gpu.InstanceType)
+		want   []string
+	}{
+		{name: "unchanged", mutate: func(*gpu.InstanceType) {}},
+		{name: "spec may change", mutate: func(o *gpu.InstanceType) {
+			o.Spec.DisplayName = "H100"
+			o.Spec.Accelerator.MaxPerInstance = 4
+			o.Spec.Hold = gpu.HoldDrain
+			o.Spec.NodeSelector = nil
+		}},
+		{name: "accelerator may go", mutate: func(o *gpu.InstanceType) { o.Spec.Accelerator = nil }},
+		{name: "new spec is validated", mutate: func(o *gpu.InstanceType) { o.Spec.Hold = "Pause" },
+			want: []string{"NotSupported spec.hold"}},
+		{name: "name is immutable", mutate: func(o *gpu.InstanceType) { o.Name = "a100" },
+			want: []string{"Invalid metadata.name"}},
+		{name: "resourceVersion required", mutate: func(o *gpu.InstanceType) { o.ResourceVersion = "" },
+			want: []string{"Invalid metadata.resourceVersion"}},
+		{name: "new labels are validated", mutate: func(o *gpu.InstanceType) { o.Labels = map[string]string{"a": "b c"} },
+			want: []string{"Invalid metadata.labels"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			old := validInstanceType()
+			old.ResourceVersion = "7"
+			obj := old.DeepCopy()
+			tc.mutate(obj)
+			expectErrors(t, ValidateInstanceTypeUpdate(obj, old), tc.want)
+		})
+	}
+}
+
+func TestValidateInstanceTypeStatusUpdate(t *testing.T) {
+	cases := []struct {
+		name   string
+		mutate func(*gpu.InstanceType)
+		want   []string
+	}{
+		{name: "valid", mutate: func(*gpu.InstanceType) {}},
+		{name: "empty status", mutate: func(o *gpu.InstanceType) { o.Status = gpu.InstanceTypeStatus{} }},
+		{name: "draining", mutate: func(o *gpu.InstanceType) { o.Status.Phase = gpu.InstanceTypeDraining }},
+		{name: "spec is not checked here", mutate: func(o *gpu.InstanceType) { o.Spec.Hold = "Pause" }},
+
+		{name: "phase unknown", mutate: func(o *gpu.InstanceType) { o.Status.Phase = "Ready" },
+			want: []string{"NotSupported status.phase"}},
+		{name: "negative counts", mutate: func(o *gpu.InstanceType) {
+			o.Status.Capacity.Nodes = -1
+			o.Status.Capacity.Cards = -1
+			o.Status.Capacity.FreeCards = -1
+		}, want: []string{
+			"Invalid status.capacity.nodes",
+			"Invalid status.capacity.cards",
+			"Invalid status.capacity.freeCards",
+		}},
+		{name: "more free cards than cards", mutate: func(o *gpu.InstanceType) { o.Status.Capacity.FreeCards = 17 },
+			want: []string{"Invalid status.capacity.freeCards"}},
+		{name: "partition name missing", mutate: func(o *gpu.InstanceType) { o.Status.Capacity.Partitions[0].Name = "" },
+			want: []string{"Required status.capacity.partitions[0].name"}},
+		{name: "partition names duplicated", mutate: func(o *gpu.InstanceType) { o.Status.Capacity.Partitions[1].Name = "1g.10gb" },
+			want: []string{"Duplicate status.capacity.partitions[1].name"}},
+		{name: "partition counts negative", mutate: func(o *gpu.InstanceType) {
+			o.Status.Capacity.Partitions[1].Total = -1
+			o.Status.Capacity.Partitions[1].Free = -1
+		}, want: []string{
+			"Invalid status.capacity.partitions[1].total",
+			"Invalid status.capacity.partitions[1].free",
+		}},
+		{name: "more free partitions than partitions", mutate: func(o *gpu.InstanceType) { o.Status.Capacity.Partitions[0].Free = 15 },
+			want: []string{"Invalid status.capacity.partitions[0].free"}},
+		{name: "condition without reason", mutate: func(o *gpu.InstanceType) { o.Status.Conditions[0].Reason = "" },
+			want: []string{"Required status.conditions[0].reason"}},
+		{name: "conditions duplicated", mutate: func(o *gpu.InstanceType) {
+			o.Status.Conditions = append(o.Status.Conditions, condition("Ready"))
+		}, want: []string{"Duplicate status.conditions[1]"}},
+		{name: "observedGeneration negative", mutate: func(o *gpu.InstanceType) { o.Status.ObservedGeneration = -1 },
+			want: []string{"Invalid status.observedGeneration"}},
+		{name: "metadata update rules apply", mutate: func(o *gpu.InstanceType) { o.ResourceVersion = "" },
+			want: []string{"Invalid metadata.resourceVersion"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			old := validInstanceType()
+			old.ResourceVersion = "7"
+			old.Status = validInstanceTypeStatus()
+			obj := old.DeepCopy()
+			tc.mutate(obj)
+			expectErrors(t, ValidateInstanceTypeStatusUpdate(obj, old), tc.want)
+		})
+	}
+}
