@@ -32,7 +32,9 @@ var (
 
 // ValidateInstance validates a new Instance.
 func ValidateInstance(obj *gpu.Instance) field.ErrorList {
-	allErrs := apivalidation.ValidateObjectMeta(&obj.ObjectMeta, true, apivalidation.NameIsDNSSubdomain, field.NewPath("metadata"))
+	// The Pod and the Service are named after the Instance, and a Service
+	// name must be a DNS-1035 label.
+	allErrs := apivalidation.ValidateObjectMeta(&obj.ObjectMeta, true, apivalidation.NameIsDNS1035Label, field.NewPath("metadata"))
 	return append(allErrs, validateInstanceSpec(&obj.Spec, field.NewPath("spec"))...)
 }
 

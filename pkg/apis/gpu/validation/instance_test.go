@@ -131,6 +131,11 @@ func TestValidateInstance(t *testing.T) {
 			want: []string{"Required metadata.namespace"}},
 		{name: "name not a DNS subdomain", mutate: func(o *gpu.Instance) { o.Name = "Train_1" },
 			want: []string{"Invalid metadata.name"}},
+		// A Service is named after the Instance, so dots are refused.
+		{name: "name with a dot", mutate: func(o *gpu.Instance) { o.Name = "train.1" },
+			want: []string{"Invalid metadata.name"}},
+		{name: "name starting with a digit", mutate: func(o *gpu.Instance) { o.Name = "1train" },
+			want: []string{"Invalid metadata.name"}},
 
 		// type, image, pull policy and secrets.
 		{name: "type missing", mutate: func(o *gpu.Instance) { o.Spec.Type = "" },

@@ -1,0 +1,97 @@
+package table_test
+
+import (
+	"context"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/utils/ptr"
+
+	"kiln.dev/kiln/pkg/apis/gpu"
+	"kiln.dev/kiln/pkg/registry/gpu/budget"
+	"kiln.dev/kiln/pkg/registry/gpu/claim"
+	"kiln.dev/kiln/pkg/registry/gpu/instance"
+	"kiln.dev/kiln/pkg/registry/gpu/instancetype"
+	"kiln.dev/kiln/pkg/registry/gpu/table"
+)
+
+func TestEveryKindPrintsOneCellPerColumn(t *testing.T) {
+	meta := metav1.ObjectMeta{Name: "x", Namespace: "ns", CreationTimestamp: metav1.Now()}
+	for _, tc := range []struct {
+		kind      string
+		convertor table.Convertor
+		obj, list runtime.Object
+		want      []interface{}
+	}{
+		{
+			kind:      "Instance",
+			convertor: instance.TableConvertor,
+			obj: &gpu.Instance{ObjectMeta: meta,
+				Spec: gpu.InstanceSpec{Type: "h100", Resources: gpu.InstanceResources{Accelerators: ptr.To[int32](2)},
+					Ports: []gpu.InstancePort{{Name: "jupyter", Port: 8888, Protocol: "TCP"}, {Name: "ssh", Port: 22, Protocol: "TCP"}}},
+				Status: gpu.InstanceStatus{Phase: gpu.InstanceReady, NodeName: "n1", PodIPs: []string{"10.0.0.5"},
+					Ports: []gpu.InstancePortStatus{{Name: "jupyter", Port: 8888, NodePort: 31234}}}},
+			list: &gpu.InstanceList{Items: []gpu.Instance{{ObjectMeta: meta}, {ObjectMeta: meta}}},
+			want: []interface{}{"x", "h100", "2", "Ready", "n1", "0s", "8888:31234/TCP,22/TCP", "10.0.0.5"},
+		},
+		{
+			kind:      "InstanceType",
+			convertor: instancetype.TableConvertor,
+			obj: &gpu.InstanceType{ObjectMeta: meta,
+				Spec:   gpu.InstanceTypeSpec{Accelerator: &gpu.Accelerator{Model: "L4", Memory: resource.MustParse("24Gi")}},
+				Status: gpu.InstanceTypeStatus{Phase: gpu.InstanceTypeActive, Capacity: gpu.InstanceTypeCapacity{Cards: 4, FreeCards: 3}}},
+			list: &gpu.InstanceTypeList{Items: []gpu.InstanceType{{ObjectMeta: meta}, {ObjectMeta: meta}}},
+			want: []interface{}{"x", "L4", "24Gi", "3/4", "Active", "0s"},
+		},
+		{
+			kind:      "Claim",
+			convertor: claim.TableConvertor,
+			obj: &gpu.Claim{ObjectMeta: meta, Spec: gpu.ClaimSpec{Type: "a100", Partition: "3g.40gb"},
+				Status: gpu.ClaimStatus{Phase: gpu.ClaimAttached, NodeName: "n2", AttachedTo: "train"}},
+			list: &gpu.ClaimList{Items: []gpu.Claim{{ObjectMeta: meta}, {ObjectMeta: meta}}},
+			want: []interface{}{"x", "a100", "3g.40gb", "Attached", "n2", "train", "0s"},
+		},
+		{
+			kind:      "Budget",
+			convertor: budget.TableConvertor,
+			obj: &gpu.Budget{ObjectMeta: meta,
+				Spec:   gpu.BudgetSpec{Hard: gpu.BudgetResourceList{gpu.BudgetAccelerators: resource.MustParse("8")}},
+				Status: gpu.BudgetStatus{Used: gpu.BudgetResourceList{gpu.BudgetAccelerators: resource.MustParse("6")}}},
+			list: &gpu.BudgetList{Items: []gpu.Budget{{ObjectMeta: meta}, {ObjectMeta: meta}}},
+			want: []interface{}{"x", "6/8", "<none>", "0s"},
+		},
+	} {
+		t.Run(tc.kind, func(t *testing.T) {
+			tbl, err := tc.convertor.ConvertToTable(context.Background(), tc.obj, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(tbl.Rows) != 1 || len(tbl.Rows[0].Cells) != len(tbl.ColumnDefinitions) {
+				t.Fatalf("%d rows; %d cells for %d columns", len(tbl.Rows), len(tbl.Rows[0].Cells), len(tbl.ColumnDefinitions))
+			}
+			for i, want := range tc.want {
+				if got := tbl.Rows[0].Cells[i]; got != want {
+					t.Errorf("column %s = %v, want %v", tbl.ColumnDefinitions[i].Name, got, want)
+				}
+			}
+			// Empty objects of a list print too, and every row is complete.
+			tbl, err = tc.convertor.ConvertToTable(context.Background(), tc.list, &metav1.TableOptions{NoHeaders: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(tbl.ColumnDefinitions) != 0 {
+				t.Errorf("NoHeaders kept %d column definitions", len(tbl.ColumnDefinitions))
+			}
+			for _, row := range tbl.Rows {
+				if len(row.Cells) != len(tc.convertor.Columns) {
+					t.Errorf("row of %d cells for %d columns", len(row.Cells), len(tc.convertor.Columns))
+				}
+			}
+			if len(tbl.Rows) != 2 {
+				t.Errorf("%d rows for a list of 2", len(tbl.Rows))
+			}
+		})
+	}
+}
