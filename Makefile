@@ -26,8 +26,9 @@ verify:
 test: verify
 	go test -count=1 ./...
 
+# RUN_FLAGS adds server flags, e.g. RUN_FLAGS=--secure-port=9443.
 run: build
-	$(BIN)/kiln-apiserver --standalone --data-dir=$(OUTPUT)/standalone
+	$(BIN)/kiln-apiserver --standalone --data-dir=$(OUTPUT)/standalone $(RUN_FLAGS)
 
 clean:
 	rm -rf $(OUTPUT)
