@@ -5,7 +5,9 @@ set -o errexit -o nounset -o pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "${ROOT}"
-CODEGEN_PKG=$(go list -m -f '{{.Dir}}' k8s.io/code-generator)
+# A cold module cache has no source for the generators yet.
+go mod download k8s.io/code-generator k8s.io/kube-openapi
+CODEGEN_PKG=$(go list -m -f "{{.Dir}}" k8s.io/code-generator)
 # Generators are installed under _output so they never touch the user's GOPATH/bin.
 export GOBIN="${ROOT}/_output/codegen-bin"
 mkdir -p "${GOBIN}"

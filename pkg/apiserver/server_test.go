@@ -801,3 +801,21 @@ func TestMalformedInputIs4xx(t *testing.T) {
 		t.Errorf("after malformed requests: %d instances stored, err %v", len(list.Items), err)
 	}
 }
+
+func TestHealthAndMetrics(t *testing.T) {
+	for path, want := range map[string]string{
+		"/readyz?verbose": "[+]etcd ok",
+		"/livez?verbose":  "[+]etcd ok",
+		"/metrics":        `apiserver_request_total{`,
+	} {
+		code, body := rawRequest(t, "GET", path, "", "", "")
+		if code != http.StatusOK || !strings.Contains(string(body), want) {
+			t.Errorf("%s: status %d, contains %q: %v", path, code, want, strings.Contains(string(body), want))
+		}
+	}
+	// The watch cache serves lists of Instances.
+	_, body := rawRequest(t, "GET", "/metrics", "", "", "")
+	if !strings.Contains(string(body), `apiserver_watch_cache_initializations_total{group="gpu.kiln.dev",resource="instances"}`) {
+		t.Error("no watch cache for instances in /metrics")
+	}
+}
