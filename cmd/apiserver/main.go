@@ -7,6 +7,7 @@ import (
 
 	genericapiserver "k8s.io/apiserver/pkg/server"
 	"k8s.io/component-base/cli"
+	_ "k8s.io/component-base/logs/json/register" // --logging-format=json
 
 	"kiln.dev/kiln/cmd/apiserver/app"
 )

@@ -131,6 +131,9 @@ func (o *Options) Config(ctx context.Context) (*Config, error) {
 
 // Run serves until ctx is done.
 func (o *Options) Run(ctx context.Context) error {
+	// The embedded etcd outlives the server, so requests still draining at
+	// shutdown can finish their writes.
+	defer o.Standalone.stop()
 	config, err := o.Config(ctx)
 	if err != nil {
 		return err

@@ -37,6 +37,7 @@ type StandaloneOptions struct {
 	KubeconfigPath string
 
 	token string
+	etcd  *embed.Etcd
 }
 
 // AdminUser is the user the generated token authenticates as.
@@ -98,11 +99,12 @@ func (s *StandaloneOptions) validate(ro *genericoptions.RecommendedOptions) []er
 // applyTo starts the embedded etcd and fills in what RecommendedOptions.ApplyTo
 // would, with a token authenticator and a system:masters-only authorizer in
 // place of delegation.
-func (s *StandaloneOptions) applyTo(ctx context.Context, ro *genericoptions.RecommendedOptions, c *genericapiserver.RecommendedConfig) error {
+func (s *StandaloneOptions) applyTo(ctx context.Context, ro *genericoptions.RecommendedOptions, c *genericapiserver.RecommendedConfig) (err error) {
 	if err := os.MkdirAll(s.DataDir, 0o700); err != nil {
 		return fmt.Errorf("creating --data-dir: %w", err)
 	}
-	clientURL, err := startEtcd(ctx, filepath.Join(s.DataDir, "etcd"))
+	var clientURL string
+	s.etcd, clientURL, err = startEtcd(ctx, filepath.Join(s.DataDir, "etcd"))
 	if err != nil {
 		return err
 	}
@@ -131,11 +133,18 @@ func (s *StandaloneOptions) applyTo(ctx context.Context, ro *genericoptions.Reco
 	return nil
 }
 
-// startEtcd runs a single-member etcd on loopback and closes it when ctx ends.
-func startEtcd(ctx context.Context, dir string) (string, error) {
+// stop closes the embedded etcd; the server calls it once it has drained.
+func (s *StandaloneOptions) stop() {
+	if s.etcd != nil {
+		s.etcd.Close()
+	}
+}
+
+// startEtcd runs a single-member etcd on loopback.
+func startEtcd(ctx context.Context, dir string) (*embed.Etcd, string, error) {
 	ports, err := freePorts(2)
 	if err != nil {
-		return "", err
+		return nil, "", err
 	}
 	client := url.URL{Scheme: "http", Host: net.JoinHostPort("127.0.0.1", fmt.Sprint(ports[0]))}
 	peer := url.URL{Scheme: "http", Host: net.JoinHostPort("127.0.0.1", fmt.Sprint(ports[1]))}
@@ -151,23 +160,19 @@ func startEtcd(ctx context.Context, dir string) (string, error) {
 
 	e, err := embed.StartEtcd(cfg)
 	if err != nil {
-		return "", fmt.Errorf("starting embedded etcd in %s: %w", dir, err)
+		return nil, "", fmt.Errorf("starting embedded etcd in %s: %w", dir, err)
 	}
 	select {
 	case <-e.Server.ReadyNotify():
 	case err := <-e.Err():
 		e.Close()
-		return "", fmt.Errorf("embedded etcd in %s: %w", dir, err)
+		return nil, "", fmt.Errorf("embedded etcd in %s: %w", dir, err)
 	case <-time.After(time.Minute):
 		e.Close()
-		return "", fmt.Errorf("embedded etcd in %s not ready after a minute", dir)
+		return nil, "", fmt.Errorf("embedded etcd in %s not ready after a minute", dir)
 	}
 	klog.FromContext(ctx).Info("Embedded etcd is ready", "dir", dir, "client", client.String())
-	go func() {
-		<-ctx.Done()
-		e.Close()
-	}()
-	return client.String(), nil
+	return e, client.String(), nil
 }
 
 // freePorts asks the kernel for n unused loopback ports.

@@ -6,13 +6,23 @@ import (
 	"io"
 
 	"github.com/spf13/cobra"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	utilfeature "k8s.io/apiserver/pkg/util/feature"
+	basecompatibility "k8s.io/component-base/compatibility"
+	logsapi "k8s.io/component-base/logs/api/v1"
 
 	"kiln.dev/kiln/pkg/apiserver"
 )
 
+func init() {
+	// --logging-format and friends are gated on the kube feature gate.
+	utilruntime.Must(logsapi.AddFeatureGates(utilfeature.DefaultMutableFeatureGate))
+}
+
 // NewCommand returns the kiln-apiserver command.
 func NewCommand(ctx context.Context, out io.Writer) *cobra.Command {
 	o := apiserver.NewOptions(out)
+	logs := logsapi.NewLoggingConfiguration()
 	cmd := &cobra.Command{
 		Use:   "kiln-apiserver",
 		Short: "Serve the gpu.kiln.dev API",
@@ -26,6 +36,9 @@ runs on its own on 127.0.0.1 with an embedded etcd.`,
 			return o.ComponentGlobalsRegistry.Set()
 		},
 		RunE: func(c *cobra.Command, args []string) error {
+			if err := logsapi.ValidateAndApply(logs, o.ComponentGlobalsRegistry.FeatureGateFor(basecompatibility.DefaultKubeComponent)); err != nil {
+				return err
+			}
 			if err := o.Complete(c.Flags().Changed("bind-address"), c.Flags().Changed("secure-port")); err != nil {
 				return err
 			}
@@ -37,5 +50,6 @@ runs on its own on 127.0.0.1 with an embedded etcd.`,
 	}
 	cmd.SetContext(ctx)
 	o.AddFlags(cmd.Flags())
+	logsapi.AddFlags(logs, cmd.Flags())
 	return cmd
 }
