@@ -6,9 +6,11 @@ import (
 	"fmt"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	apiserverfeatures "k8s.io/apiserver/pkg/features"
 	"k8s.io/apiserver/pkg/registry/generic"
 	"k8s.io/apiserver/pkg/registry/rest"
 	genericapiserver "k8s.io/apiserver/pkg/server"
+	utilfeature "k8s.io/apiserver/pkg/util/feature"
 
 	"kiln.dev/kiln/pkg/apis/gpu"
 	budgetstorage "kiln.dev/kiln/pkg/registry/gpu/budget/storage"
@@ -51,6 +53,13 @@ func (c CompletedConfig) New() (*Server, error) {
 	groupInfo.VersionedResourcesStorageMap["v1alpha1"] = storage
 	if err := generic.InstallAPIGroup(&groupInfo); err != nil {
 		return nil, err
+	}
+	// /readyz stays false until the watch cache of every resource is
+	// initialised, so a new replica takes no traffic it would answer slowly.
+	if utilfeature.DefaultFeatureGate.Enabled(apiserverfeatures.WatchCacheInitializationPostStartHook) {
+		if err := generic.AddPostStartHook("storage-readiness", generic.StorageReadinessHook.Hook); err != nil {
+			return nil, err
+		}
 	}
 	return &Server{GenericAPIServer: generic}, nil
 }

@@ -804,8 +804,9 @@ func TestMalformedInputIs4xx(t *testing.T) {
 
 func TestHealthAndMetrics(t *testing.T) {
 	for path, want := range map[string]string{
-		"/readyz?verbose": "[+]etcd ok",
+		"/readyz?verbose": "[+]poststarthook/storage-readiness ok",
 		"/livez?verbose":  "[+]etcd ok",
+		"/readyz":         "ok",
 		"/metrics":        `apiserver_request_total{`,
 	} {
 		code, body := rawRequest(t, "GET", path, "", "", "")
