@@ -1,12 +1,14 @@
 package apiserver_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -14,8 +16,11 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 
@@ -818,5 +823,55 @@ func TestHealthAndMetrics(t *testing.T) {
 	_, body := rawRequest(t, "GET", "/metrics", "", "", "")
 	if !strings.Contains(string(body), `apiserver_watch_cache_initializations_total{group="gpu.kiln.dev",resource="instances"}`) {
 		t.Error("no watch cache for instances in /metrics")
+	}
+}
+
+// TestExamplesAreValid creates every object of artifacts/examples, so the
+// examples in the README and the repository never rot.
+func TestExamplesAreValid(t *testing.T) {
+	files, err := filepath.Glob("../../artifacts/examples/*.yaml")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no examples found: %v", err)
+	}
+	dyn := dynamic.NewForConfigOrDie(server.Config)
+	kinds := map[string]string{"InstanceType": "instancetypes", "Instance": "instances", "Claim": "claims", "Budget": "budgets"}
+	created := 0
+	for _, file := range files {
+		data, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		decoder := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
+		for {
+			var obj unstructured.Unstructured
+			if err := decoder.Decode(&obj.Object); err == io.EOF {
+				break
+			} else if err != nil {
+				t.Fatalf("%s: %v", file, err)
+			}
+			if obj.Object == nil {
+				continue
+			}
+			resource, ok := kinds[obj.GetKind()]
+			if !ok {
+				t.Fatalf("%s: unexpected kind %q", file, obj.GetKind())
+			}
+			// The standalone server has the cluster-scoped names to itself.
+			if resource == "instancetypes" {
+				obj.SetName("examples-" + obj.GetName())
+			}
+			gvr := gpuv1.SchemeGroupVersion.WithResource(resource)
+			var client dynamic.ResourceInterface = dyn.Resource(gvr)
+			if ns := obj.GetNamespace(); ns != "" {
+				client = dyn.Resource(gvr).Namespace(ns)
+			}
+			if _, err := client.Create(context.Background(), &obj, metav1.CreateOptions{FieldValidation: "Strict"}); err != nil {
+				t.Errorf("%s: %s %s: %v", filepath.Base(file), obj.GetKind(), obj.GetName(), err)
+			}
+			created++
+		}
+	}
+	if created < 8 {
+		t.Errorf("created %d example objects, want every one of at least 8", created)
 	}
 }
