@@ -3,20 +3,17 @@ package budget
 
 import (
 	"context"
-	"fmt"
 
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
-	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/apimachinery/pkg/labels"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation/field"
-	"k8s.io/apiserver/pkg/registry/generic"
-	"k8s.io/apiserver/pkg/storage"
 	"k8s.io/apiserver/pkg/storage/names"
 	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
 
 	"kiln.dev/kiln/pkg/apis/gpu"
 	"kiln.dev/kiln/pkg/apis/gpu/validation"
+	"kiln.dev/kiln/pkg/registry/gpu/selection"
 )
 
 // budgetStrategy implements behaviour for Budgets on the main endpoint.
@@ -110,21 +107,10 @@ func (budgetStatusStrategy) WarningsOnUpdate(ctx context.Context, obj, old runti
 	return nil
 }
 
-// GetAttrs returns the labels and selectable fields of a Budget.
-func GetAttrs(obj runtime.Object) (labels.Set, fields.Set, error) {
-	o, ok := obj.(*gpu.Budget)
-	if !ok {
-		return nil, nil, fmt.Errorf("not a Budget: %T", obj)
-	}
-	return o.Labels, SelectableFields(o), nil
-}
-
-// SelectableFields are the metadata fields; a Budget has no others.
-func SelectableFields(o *gpu.Budget) fields.Set {
-	return generic.ObjectMetaFieldsSet(&o.ObjectMeta, true)
-}
-
-// Matcher returns the predicate of a list or watch.
-func Matcher(label labels.Selector, field fields.Selector) storage.SelectionPredicate {
-	return storage.SelectionPredicate{Label: label, Field: field, GetAttrs: GetAttrs}
+// Fields are the fields a field selector may name; v1alpha1 registers the
+// same list as field label conversions.
+var Fields = selection.Fields[*gpu.Budget]{
+	Namespaced: true,
+	Meta:       func(o *gpu.Budget) *metav1.ObjectMeta { return &o.ObjectMeta },
+	Values:     nil,
 }

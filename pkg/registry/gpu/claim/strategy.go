@@ -3,21 +3,17 @@ package claim
 
 import (
 	"context"
-	"fmt"
 
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
-	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/apimachinery/pkg/labels"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation/field"
-	"k8s.io/apiserver/pkg/registry/generic"
-	"k8s.io/apiserver/pkg/storage"
 	"k8s.io/apiserver/pkg/storage/names"
-	"k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
 
 	"kiln.dev/kiln/pkg/apis/gpu"
 	"kiln.dev/kiln/pkg/apis/gpu/validation"
+	"kiln.dev/kiln/pkg/registry/gpu/selection"
 )
 
 // claimStrategy implements behaviour for Claims on the main endpoint.
@@ -107,51 +103,14 @@ func (claimStatusStrategy) WarningsOnUpdate(ctx context.Context, obj, old runtim
 	return nil
 }
 
-// GetAttrs returns the labels and selectable fields of a Claim.
-func GetAttrs(obj runtime.Object) (labels.Set, fields.Set, error) {
-	o, ok := obj.(*gpu.Claim)
-	if !ok {
-		return nil, nil, fmt.Errorf("not a Claim: %T", obj)
-	}
-	return o.Labels, SelectableFields(o), nil
-}
-
-// SelectableFields are the fields a field selector may name; the same list
-// is registered as field label conversions in v1alpha1.
-func SelectableFields(o *gpu.Claim) fields.Set {
-	return generic.AddObjectMetaFieldsSet(fields.Set{
-		"spec.type":       o.Spec.Type,
-		"status.phase":    string(o.Status.Phase),
-		"status.nodeName": o.Status.NodeName,
-	}, &o.ObjectMeta, true)
-}
-
-// indexedFields are kept as watch-cache indexes, so a selector on one of
-// them is answered without scanning every Claim.
-var indexedFields = []string{"spec.type", "status.phase", "status.nodeName"}
-
-// Matcher returns the predicate of a list or watch.
-func Matcher(label labels.Selector, field fields.Selector) storage.SelectionPredicate {
-	return storage.SelectionPredicate{
-		Label:       label,
-		Field:       field,
-		GetAttrs:    GetAttrs,
-		IndexFields: indexedFields,
-	}
-}
-
-// Indexers returns the watch-cache indexes of the selectable fields.
-func Indexers() *cache.Indexers {
-	ix := cache.Indexers{}
-	for _, f := range indexedFields {
-		f := f
-		ix[storage.FieldIndex(f)] = func(obj interface{}) ([]string, error) {
-			o, ok := obj.(*gpu.Claim)
-			if !ok {
-				return nil, fmt.Errorf("not a Claim: %T", obj)
-			}
-			return []string{SelectableFields(o)[f]}, nil
-		}
-	}
-	return &ix
+// Fields are the fields a field selector may name; v1alpha1 registers the
+// same list as field label conversions.
+var Fields = selection.Fields[*gpu.Claim]{
+	Namespaced: true,
+	Meta:       func(o *gpu.Claim) *metav1.ObjectMeta { return &o.ObjectMeta },
+	Values: map[string]func(*gpu.Claim) string{
+		"spec.type":       func(o *gpu.Claim) string { return o.Spec.Type },
+		"status.phase":    func(o *gpu.Claim) string { return string(o.Status.Phase) },
+		"status.nodeName": func(o *gpu.Claim) string { return o.Status.NodeName },
+	},
 }

@@ -3,21 +3,17 @@ package instance
 
 import (
 	"context"
-	"fmt"
 
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
-	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/apimachinery/pkg/labels"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation/field"
-	"k8s.io/apiserver/pkg/registry/generic"
-	"k8s.io/apiserver/pkg/storage"
 	"k8s.io/apiserver/pkg/storage/names"
-	"k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
 
 	"kiln.dev/kiln/pkg/apis/gpu"
 	"kiln.dev/kiln/pkg/apis/gpu/validation"
+	"kiln.dev/kiln/pkg/registry/gpu/selection"
 )
 
 // instanceStrategy implements behaviour for Instances on the main endpoint.
@@ -107,53 +103,16 @@ func (instanceStatusStrategy) WarningsOnUpdate(ctx context.Context, obj, old run
 	return nil
 }
 
-// GetAttrs returns the labels and selectable fields of an Instance.
-func GetAttrs(obj runtime.Object) (labels.Set, fields.Set, error) {
-	inst, ok := obj.(*gpu.Instance)
-	if !ok {
-		return nil, nil, fmt.Errorf("not an Instance: %T", obj)
-	}
-	return inst.Labels, SelectableFields(inst), nil
-}
-
-// SelectableFields are the fields a field selector may name; the same list
-// is registered as field label conversions in v1alpha1.
-func SelectableFields(inst *gpu.Instance) fields.Set {
-	return generic.AddObjectMetaFieldsSet(fields.Set{
-		"spec.type":       inst.Spec.Type,
-		"spec.nodeName":   inst.Spec.NodeName,
-		"spec.claimName":  inst.Spec.ClaimName,
-		"status.phase":    string(inst.Status.Phase),
-		"status.nodeName": inst.Status.NodeName,
-	}, &inst.ObjectMeta, true)
-}
-
-// indexedFields are kept as watch-cache indexes, so a selector on one of
-// them is answered without scanning every Instance.
-var indexedFields = []string{"spec.type", "spec.nodeName", "spec.claimName", "status.phase", "status.nodeName"}
-
-// Matcher returns the predicate of a list or watch.
-func Matcher(label labels.Selector, field fields.Selector) storage.SelectionPredicate {
-	return storage.SelectionPredicate{
-		Label:       label,
-		Field:       field,
-		GetAttrs:    GetAttrs,
-		IndexFields: indexedFields,
-	}
-}
-
-// Indexers returns the watch-cache indexes of the selectable fields.
-func Indexers() *cache.Indexers {
-	ix := cache.Indexers{}
-	for _, f := range indexedFields {
-		f := f
-		ix[storage.FieldIndex(f)] = func(obj interface{}) ([]string, error) {
-			inst, ok := obj.(*gpu.Instance)
-			if !ok {
-				return nil, fmt.Errorf("not an Instance: %T", obj)
-			}
-			return []string{SelectableFields(inst)[f]}, nil
-		}
-	}
-	return &ix
+// Fields are the fields a field selector may name; v1alpha1 registers the
+// same list as field label conversions.
+var Fields = selection.Fields[*gpu.Instance]{
+	Namespaced: true,
+	Meta:       func(o *gpu.Instance) *metav1.ObjectMeta { return &o.ObjectMeta },
+	Values: map[string]func(*gpu.Instance) string{
+		"spec.type":       func(o *gpu.Instance) string { return o.Spec.Type },
+		"spec.nodeName":   func(o *gpu.Instance) string { return o.Spec.NodeName },
+		"spec.claimName":  func(o *gpu.Instance) string { return o.Spec.ClaimName },
+		"status.phase":    func(o *gpu.Instance) string { return string(o.Status.Phase) },
+		"status.nodeName": func(o *gpu.Instance) string { return o.Status.NodeName },
+	},
 }

@@ -29,7 +29,7 @@ func NewStorage(scheme *runtime.Scheme, optsGetter generic.RESTOptionsGetter) (B
 	store := &genericregistry.Store{
 		NewFunc:                   func() runtime.Object { return &gpu.Budget{} },
 		NewListFunc:               func() runtime.Object { return &gpu.BudgetList{} },
-		PredicateFunc:             budget.Matcher,
+		PredicateFunc:             budget.Fields.Matcher,
 		DefaultQualifiedResource:  gpu.Resource("budgets"),
 		SingularQualifiedResource: gpu.Resource("budget"),
 
@@ -40,7 +40,7 @@ func NewStorage(scheme *runtime.Scheme, optsGetter generic.RESTOptionsGetter) (B
 
 		TableConvertor: budget.TableConvertor,
 	}
-	options := &generic.StoreOptions{RESTOptions: optsGetter, AttrFunc: budget.GetAttrs}
+	options := &generic.StoreOptions{RESTOptions: optsGetter, AttrFunc: budget.Fields.GetAttrs, Indexers: budget.Fields.Indexers()}
 	if err := store.CompleteWithOptions(options); err != nil {
 		return BudgetStorage{}, err
 	}

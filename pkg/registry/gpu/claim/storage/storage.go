@@ -29,7 +29,7 @@ func NewStorage(scheme *runtime.Scheme, optsGetter generic.RESTOptionsGetter) (C
 	store := &genericregistry.Store{
 		NewFunc:                   func() runtime.Object { return &gpu.Claim{} },
 		NewListFunc:               func() runtime.Object { return &gpu.ClaimList{} },
-		PredicateFunc:             claim.Matcher,
+		PredicateFunc:             claim.Fields.Matcher,
 		DefaultQualifiedResource:  gpu.Resource("claims"),
 		SingularQualifiedResource: gpu.Resource("claim"),
 
@@ -40,7 +40,7 @@ func NewStorage(scheme *runtime.Scheme, optsGetter generic.RESTOptionsGetter) (C
 
 		TableConvertor: claim.TableConvertor,
 	}
-	options := &generic.StoreOptions{RESTOptions: optsGetter, AttrFunc: claim.GetAttrs, Indexers: claim.Indexers()}
+	options := &generic.StoreOptions{RESTOptions: optsGetter, AttrFunc: claim.Fields.GetAttrs, Indexers: claim.Fields.Indexers()}
 	if err := store.CompleteWithOptions(options); err != nil {
 		return ClaimStorage{}, err
 	}

@@ -29,7 +29,7 @@ func NewStorage(scheme *runtime.Scheme, optsGetter generic.RESTOptionsGetter) (I
 	store := &genericregistry.Store{
 		NewFunc:                   func() runtime.Object { return &gpu.Instance{} },
 		NewListFunc:               func() runtime.Object { return &gpu.InstanceList{} },
-		PredicateFunc:             instance.Matcher,
+		PredicateFunc:             instance.Fields.Matcher,
 		DefaultQualifiedResource:  gpu.Resource("instances"),
 		SingularQualifiedResource: gpu.Resource("instance"),
 
@@ -40,7 +40,7 @@ func NewStorage(scheme *runtime.Scheme, optsGetter generic.RESTOptionsGetter) (I
 
 		TableConvertor: instance.TableConvertor,
 	}
-	options := &generic.StoreOptions{RESTOptions: optsGetter, AttrFunc: instance.GetAttrs, Indexers: instance.Indexers()}
+	options := &generic.StoreOptions{RESTOptions: optsGetter, AttrFunc: instance.Fields.GetAttrs, Indexers: instance.Fields.Indexers()}
 	if err := store.CompleteWithOptions(options); err != nil {
 		return InstanceStorage{}, err
 	}

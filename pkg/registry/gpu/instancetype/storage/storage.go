@@ -29,7 +29,7 @@ func NewStorage(scheme *runtime.Scheme, optsGetter generic.RESTOptionsGetter) (I
 	store := &genericregistry.Store{
 		NewFunc:                   func() runtime.Object { return &gpu.InstanceType{} },
 		NewListFunc:               func() runtime.Object { return &gpu.InstanceTypeList{} },
-		PredicateFunc:             instancetype.Matcher,
+		PredicateFunc:             instancetype.Fields.Matcher,
 		DefaultQualifiedResource:  gpu.Resource("instancetypes"),
 		SingularQualifiedResource: gpu.Resource("instancetype"),
 
@@ -40,7 +40,7 @@ func NewStorage(scheme *runtime.Scheme, optsGetter generic.RESTOptionsGetter) (I
 
 		TableConvertor: instancetype.TableConvertor,
 	}
-	options := &generic.StoreOptions{RESTOptions: optsGetter, AttrFunc: instancetype.GetAttrs, Indexers: instancetype.Indexers()}
+	options := &generic.StoreOptions{RESTOptions: optsGetter, AttrFunc: instancetype.Fields.GetAttrs, Indexers: instancetype.Fields.Indexers()}
 	if err := store.CompleteWithOptions(options); err != nil {
 		return InstanceTypeStorage{}, err
 	}
