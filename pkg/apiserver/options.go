@@ -10,7 +10,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilerrors "k8s.io/apimachinery/pkg/util/errors"
-	"k8s.io/apiserver/pkg/admission"
 	"k8s.io/apiserver/pkg/endpoints/openapi"
 	genericapiserver "k8s.io/apiserver/pkg/server"
 	genericoptions "k8s.io/apiserver/pkg/server/options"
@@ -34,13 +33,9 @@ type Options struct {
 	RecommendedOptions *genericoptions.RecommendedOptions
 	// ComponentGlobalsRegistry holds the effective version and feature gates.
 	ComponentGlobalsRegistry basecompatibility.ComponentGlobalsRegistry
-	Standalone               StandaloneOptions
-
-	// ExtraAdmissionInitializers lets the admission plugins of Kiln receive
-	// their informers; set by whoever registers those plugins.
-	ExtraAdmissionInitializers func(*genericapiserver.RecommendedConfig) ([]admission.PluginInitializer, error)
-	// PostStartHooks run once the server serves, e.g. to start informers.
-	PostStartHooks map[string]genericapiserver.PostStartHookFunc
+	// Standalone runs without a cluster. Kiln's admission plugins receive
+	// their informers through RecommendedOptions.ExtraAdmissionInitializers.
+	Standalone StandaloneOptions
 
 	Out io.Writer
 }
@@ -54,7 +49,6 @@ func NewOptions(out io.Writer) *Options {
 		),
 		ComponentGlobalsRegistry: compatibility.DefaultComponentGlobalsRegistry,
 		Standalone:               StandaloneOptions{DataDir: "_output/standalone"},
-		PostStartHooks:           map[string]genericapiserver.PostStartHookFunc{},
 		Out:                      out,
 	}
 	o.RecommendedOptions.Etcd.StorageConfig.EncodeVersioner = runtime.NewMultiGroupVersioner(
@@ -100,13 +94,6 @@ func (o *Options) Config(ctx context.Context) (*Config, error) {
 		[]net.IP{netutils.ParseIPSloppy("127.0.0.1")}); err != nil {
 		return nil, fmt.Errorf("creating self-signed serving certificate: %w", err)
 	}
-	ro.ExtraAdmissionInitializers = func(c *genericapiserver.RecommendedConfig) ([]admission.PluginInitializer, error) {
-		if o.ExtraAdmissionInitializers == nil {
-			return nil, nil
-		}
-		return o.ExtraAdmissionInitializers(c)
-	}
-
 	serverConfig := genericapiserver.NewRecommendedConfig(Codecs)
 	namer := openapi.NewDefinitionNamer(Scheme)
 	serverConfig.OpenAPIConfig = genericapiserver.DefaultOpenAPIConfig(kilnopenapi.GetOpenAPIDefinitions, namer)
@@ -141,17 +128,6 @@ func (o *Options) Run(ctx context.Context) error {
 	server, err := config.Complete().New()
 	if err != nil {
 		return err
-	}
-	for name, hook := range o.PostStartHooks {
-		if err := server.GenericAPIServer.AddPostStartHook(name, hook); err != nil {
-			return err
-		}
-	}
-	if f := config.GenericConfig.SharedInformerFactory; f != nil {
-		server.GenericAPIServer.AddPostStartHookOrDie("start-kube-informers", func(hc genericapiserver.PostStartHookContext) error {
-			f.Start(hc.Done())
-			return nil
-		})
 	}
 	if o.Standalone.Enabled {
 		server.GenericAPIServer.AddPostStartHookOrDie("write-standalone-kubeconfig", func(hc genericapiserver.PostStartHookContext) error {

@@ -14,9 +14,11 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/discovery"
@@ -38,7 +40,7 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	dir, err := testserver.TempDir()
+	dir, err := os.MkdirTemp("", "kiln-apiserver-test-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
@@ -400,42 +402,22 @@ func TestFieldAndLabelSelectors(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	names := func(list func() ([]string, error)) string {
-		n, err := list()
-		if err != nil {
-			t.Fatal(err)
-		}
-		return strings.Join(n, ",")
-	}
-	instances := func(field, label string) func() ([]string, error) {
-		return func() ([]string, error) {
+	// Each lister returns the names it got, comma-separated, in list order.
+	instances := func(field, label string) func() (string, error) {
+		return func() (string, error) {
 			l, err := gpu.Instances(ns).List(c, metav1.ListOptions{FieldSelector: field, LabelSelector: label})
-			if err != nil {
-				return nil, err
-			}
-			var out []string
-			for _, i := range l.Items {
-				out = append(out, i.Name)
-			}
-			return out, nil
+			return itemNames(l, err)
 		}
 	}
-	claims := func(field string) func() ([]string, error) {
-		return func() ([]string, error) {
+	claims := func(field string) func() (string, error) {
+		return func() (string, error) {
 			l, err := gpu.Claims(ns).List(c, metav1.ListOptions{FieldSelector: field})
-			if err != nil {
-				return nil, err
-			}
-			var out []string
-			for _, i := range l.Items {
-				out = append(out, i.Name)
-			}
-			return out, nil
+			return itemNames(l, err)
 		}
 	}
 	for _, tc := range []struct {
 		name string
-		list func() ([]string, error)
+		list func() (string, error)
 		want string
 	}{
 		{"instances spec.type", instances("spec.type=h100", ""), "a,c"},
@@ -449,20 +431,17 @@ func TestFieldAndLabelSelectors(t *testing.T) {
 		{"claims spec.type", claims("spec.type=a100"), "mig"},
 		{"claims status.phase", claims("status.phase=Bound"), "hold-1"},
 		{"claims status.nodeName", claims("status.nodeName=node-1"), "hold-1"},
-		{"instancetypes status.phase", func() ([]string, error) {
+		{"instancetypes status.phase", func() (string, error) {
 			l, err := gpu.InstanceTypes().List(c, metav1.ListOptions{FieldSelector: "status.phase=Draining"})
-			if err != nil {
-				return nil, err
-			}
-			var out []string
-			for _, i := range l.Items {
-				out = append(out, i.Name)
-			}
-			return out, nil
+			return itemNames(l, err)
 		}, "selectors-h100"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := names(tc.list); got != tc.want {
+			got, err := tc.list()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got != tc.want {
 				t.Errorf("got %q, want %q", got, tc.want)
 			}
 		})
@@ -497,6 +476,26 @@ func TestFieldAndLabelSelectors(t *testing.T) {
 	if !apierrors.IsBadRequest(err) {
 		t.Errorf("budget field selector on status.phase: want 400, got %v", err)
 	}
+}
+
+// itemNames returns the names of a list's items, comma-separated.
+func itemNames(list runtime.Object, err error) (string, error) {
+	if err != nil {
+		return "", err
+	}
+	items, err := meta.ExtractList(list)
+	if err != nil {
+		return "", err
+	}
+	names := make([]string, 0, len(items))
+	for _, item := range items {
+		m, err := meta.Accessor(item)
+		if err != nil {
+			return "", err
+		}
+		names = append(names, m.GetName())
+	}
+	return strings.Join(names, ","), nil
 }
 
 func TestServerSideApply(t *testing.T) {

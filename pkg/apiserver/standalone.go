@@ -66,7 +66,8 @@ func (s *StandaloneOptions) complete(ro *genericoptions.RecommendedOptions, bind
 	if s.KubeconfigPath == "" {
 		s.KubeconfigPath = filepath.Join(s.DataDir, "kubeconfig")
 	}
-	if ro.SecureServing.ServerCert.CertDirectory == "" || ro.SecureServing.ServerCert.CertDirectory == "apiserver.local.config/certificates" {
+	// Keep the certificate with the rest of the data unless --cert-dir was set.
+	if dir := ro.SecureServing.ServerCert.CertDirectory; dir == "" || dir == genericoptions.NewSecureServingOptions().ServerCert.CertDirectory {
 		ro.SecureServing.ServerCert.CertDirectory = filepath.Join(s.DataDir, "certs")
 	}
 	// No cluster to delegate to or to read flow-control and admission

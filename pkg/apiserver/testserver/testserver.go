@@ -110,8 +110,3 @@ func (s *Server) Stop() {
 	case <-time.After(time.Minute):
 	}
 }
-
-// TempDir makes a data directory for a server under the system temp dir.
-func TempDir() (string, error) {
-	return os.MkdirTemp("", "kiln-testserver-")
-}
