@@ -1,10 +1,12 @@
-# Kiln. `make run` starts a standalone server; `make test` is what CI runs.
+# Kiln. `make up` runs it on a local control plane, `make run` starts a
+# standalone server; `make test` is what CI runs.
 SHELL := /usr/bin/env bash
 OUTPUT := _output
 BIN := $(OUTPUT)/bin
 GO_SOURCES := $(shell find cmd pkg -name '*.go' 2>/dev/null) go.mod go.sum
+TEST_SOURCES := $(shell find test -name '*.go' 2>/dev/null) test/go.mod test/go.sum
 
-.PHONY: all build control-plane generate verify test run clean
+.PHONY: all build control-plane generate verify test unit e2e up down run clean
 
 all: build
 
@@ -15,10 +17,10 @@ $(BIN)/kiln-apiserver: $(GO_SOURCES)
 	go build -o $@ ./cmd/apiserver
 
 # The real control plane the local cluster and end-to-end tests run: built
-# from k8s.io/kubernetes by the test/ module, so the main module never
-# depends on it. Each binary is rebuilt only when test/go.sum changes.
+# from k8s.io/kubernetes and sigs.k8s.io/kwok by the test/ module, so the
+# main module never depends on them. Each binary is rebuilt only when
+# test/go.mod or test/go.sum changes.
 CONTROL_PLANE := kube-apiserver kube-controller-manager kube-scheduler kubectl
-KWOK_VERSION := v0.8.0
 # Without these the binaries report v0.0.0-master, which kubectl's version
 # skew checks and discovery's serverVersion read.
 KUBE_VERSION := v1.37.2
@@ -35,9 +37,14 @@ $(BIN)/etcd: test/go.mod test/go.sum test/cmd/etcd/main.go
 	@mkdir -p $(BIN)
 	cd test && go build -o $(abspath $@) ./cmd/etcd
 
-$(BIN)/kwok:
+$(BIN)/kwok: test/go.mod test/go.sum
 	@mkdir -p $(BIN)
-	GOBIN=$(abspath $(BIN)) go install sigs.k8s.io/kwok/cmd/kwok@$(KWOK_VERSION)
+	cd test && go build -o $(abspath $@) sigs.k8s.io/kwok/cmd/kwok
+
+# The launcher behind `make up` and the end-to-end tests.
+$(BIN)/kiln-up: $(GO_SOURCES) $(TEST_SOURCES)
+	@mkdir -p $(BIN)
+	cd test && go build -o $(abspath $@) ./cmd/kiln-up
 
 generate:
 	hack/update-codegen.sh
@@ -47,9 +54,31 @@ verify:
 	hack/verify-codegen.sh
 	hack/verify-deps.sh
 	go vet ./...
+	cd test && go vet ./...
 
-test: verify
+test: verify unit e2e
+
+unit:
 	go test -count=1 ./...
+
+# End-to-end tests: each test package starts its own local control plane.
+e2e: control-plane build
+	cd test && go test -count=1 -timeout=40m ./...
+
+# A local control plane with Kiln in it, until Ctrl-C or `make down`.
+# State (wiped on every start) is in $(OUTPUT)/local.
+up: control-plane build $(BIN)/kiln-up
+	$(BIN)/kiln-up --dir=$(OUTPUT)/local --bin-dir=$(BIN) --repo-root=.
+
+# Signals the launcher `make up` started, by the PID it recorded; the
+# launcher then stops the components it started, and nothing else.
+down:
+	@pid=$$(cat $(OUTPUT)/local.pid 2>/dev/null) || { echo "make down: no local cluster is running"; exit 0; }; \
+	if [ "$$(ps -p $$pid -o comm= 2>/dev/null)" != "kiln-up" ]; then \
+		echo "make down: PID $$pid is not kiln-up; removing the stale $(OUTPUT)/local.pid"; rm -f $(OUTPUT)/local.pid; exit 0; fi; \
+	kill -TERM $$pid; \
+	while kill -0 $$pid 2>/dev/null; do sleep 0.5; done; \
+	echo "make down: stopped the local cluster (PID $$pid)"
 
 # RUN_FLAGS adds server flags, e.g. RUN_FLAGS=--secure-port=9443.
 run: build

@@ -1,0 +1,676 @@
+// Package localcluster runs a real Kubernetes control plane on 127.0.0.1
+// with Kiln registered in it: etcd, kube-apiserver, kube-controller-manager,
+// kube-scheduler, kwok simulating GPU nodes, and the Kiln API server in
+// cluster mode behind the APIService from artifacts/. `make up` and the
+// end-to-end tests both start it from here.
+package localcluster
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	authenticationv1 "k8s.io/api/authentication/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	nodefast "sigs.k8s.io/kwok/kustomize/stage/node/fast"
+	nodeheartbeat "sigs.k8s.io/kwok/kustomize/stage/node/heartbeat-with-lease"
+	podfast "sigs.k8s.io/kwok/kustomize/stage/pod/fast"
+)
+
+// Options says where things are and what to create.
+type Options struct {
+	// Dir holds the PKI, etcd data, kubeconfigs and component logs. It is
+	// wiped first: every start is a fresh cluster.
+	Dir string
+	// BinDir holds the binaries `make control-plane build` produced.
+	BinDir string
+	// RepoRoot is where artifacts/ is read from.
+	RepoRoot string
+	// Tenants get a namespace of their own name, a user of that name bound
+	// to the "edit" ClusterRole there, and a kubeconfig.
+	Tenants []string
+	// Nodes are the simulated nodes; DefaultInventory if nil.
+	Nodes []NodeSpec
+	// Log receives progress lines.
+	Log io.Writer
+}
+
+// Cluster is a running local control plane.
+type Cluster struct {
+	Dir string
+	// AdminKubeconfig is a cluster admin's (system:masters).
+	AdminKubeconfig string
+	// AdminConfig is the same admin for client-go.
+	AdminConfig *rest.Config
+	// KilnURL reaches the Kiln API server directly, bypassing the
+	// aggregator; KilnCAFile verifies its certificate.
+	KilnURL    string
+	KilnCAFile string
+	// FrontProxyClient is the certificate kube-apiserver presents when it
+	// proxies to Kiln; only it may assert X-Remote-User.
+	FrontProxyClient keyPair
+	// Kubectl is the kubectl binary built with the control plane.
+	Kubectl string
+
+	opts  Options
+	log   io.Writer
+	procs []*process
+	ports ports
+	pki   struct {
+		ca, frontProxy, kiln *authority
+	}
+}
+
+type ports struct {
+	etcdClient, etcdPeer, apiserver, controllerManager, scheduler, kiln int
+}
+
+// Start brings the whole control plane up and returns once the APIService
+// is Available and the tenants can use it. On error everything started so
+// far is stopped again.
+func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
+	if opts.Log == nil {
+		opts.Log = io.Discard
+	}
+	if opts.Nodes == nil {
+		opts.Nodes = DefaultInventory()
+	}
+	if err := os.RemoveAll(opts.Dir); err != nil {
+		return nil, err
+	}
+	for _, d := range []string{"pki", "logs", "etcd"} {
+		if err := os.MkdirAll(filepath.Join(opts.Dir, d), 0o700); err != nil {
+			return nil, err
+		}
+	}
+	c := &Cluster{
+		Dir:             opts.Dir,
+		AdminKubeconfig: filepath.Join(opts.Dir, "kubeconfig"),
+		Kubectl:         filepath.Join(opts.BinDir, "kubectl"),
+		opts:            opts,
+		log:             opts.Log,
+	}
+	defer func() {
+		if err != nil {
+			c.Stop()
+			err = fmt.Errorf("%w (component logs in %s)", err, filepath.Join(opts.Dir, "logs"))
+		}
+	}()
+	for _, bin := range []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok", "kiln-apiserver", "kubectl"} {
+		if _, err := os.Stat(filepath.Join(opts.BinDir, bin)); err != nil {
+			return nil, fmt.Errorf("%s is missing from %s; build it with `make control-plane build`", bin, opts.BinDir)
+		}
+	}
+	if c.ports, err = freePorts(); err != nil {
+		return nil, err
+	}
+	steps := []struct {
+		name string
+		run  func(context.Context) error
+	}{
+		{"certificates", c.writePKI},
+		{"etcd", c.startEtcd},
+		{"kube-apiserver", c.startAPIServer},
+		{"kube-controller-manager", c.startControllerManager},
+		{"kube-scheduler", c.startScheduler},
+		{"kwok and simulated nodes", c.startKwok},
+		{"Kiln RBAC and namespace from artifacts/", c.applyArtifacts},
+		{"kiln-apiserver", c.startKiln},
+		{"APIService v1alpha1.gpu.kiln.dev", c.registerAPIService},
+		{"tenants", c.createTenants},
+	}
+	for _, s := range steps {
+		start := time.Now()
+		if err := s.run(ctx); err != nil {
+			return nil, fmt.Errorf("%s: %w", s.name, err)
+		}
+		fmt.Fprintf(c.log, "  %-42s ready in %s\n", s.name, time.Since(start).Round(100*time.Millisecond))
+	}
+	return c, nil
+}
+
+// Stop ends every component the launcher started, newest first.
+func (c *Cluster) Stop() {
+	for i := len(c.procs) - 1; i >= 0; i-- {
+		if err := c.procs[i].stop(15 * time.Second); err != nil {
+			fmt.Fprintf(c.log, "stopping %s: %v\n", c.procs[i].name, err)
+		}
+	}
+	c.procs = nil
+}
+
+// Alive reports the first component that has exited.
+func (c *Cluster) Alive() error {
+	for _, p := range c.procs {
+		if err := p.exited(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// KubeconfigFor is the kubeconfig written for a tenant.
+func (c *Cluster) KubeconfigFor(user string) string {
+	return filepath.Join(c.Dir, user+".kubeconfig")
+}
+
+// ConfigFor is a tenant's client-go config.
+func (c *Cluster) ConfigFor(user string) (*rest.Config, error) {
+	return restConfig(c.KubeconfigFor(user))
+}
+
+func (c *Cluster) pkiDir() string { return filepath.Join(c.Dir, "pki") }
+func (c *Cluster) logDir() string { return filepath.Join(c.Dir, "logs") }
+func (c *Cluster) bin(n string) string {
+	return filepath.Join(c.opts.BinDir, n)
+}
+func (c *Cluster) apiserverURL() string {
+	return "https://127.0.0.1:" + strconv.Itoa(c.ports.apiserver)
+}
+func (c *Cluster) etcdURL() string { return "http://127.0.0.1:" + strconv.Itoa(c.ports.etcdClient) }
+
+func (c *Cluster) start(name string, args ...string) error {
+	p, err := startProcess(c.logDir(), name, c.bin(name), args...)
+	if err != nil {
+		return err
+	}
+	c.procs = append(c.procs, p)
+	return nil
+}
+
+// writePKI creates the three CAs a cluster with an aggregated API has: the
+// cluster CA (serving and client certificates of kube-apiserver), the
+// front-proxy CA (the aggregator's client certificate) and Kiln's serving CA
+// (the APIService caBundle), plus the service-account signing key.
+func (c *Cluster) writePKI(context.Context) error {
+	dir := c.pkiDir()
+	var err error
+	if c.pki.ca, err = newAuthority(dir, "ca"); err != nil {
+		return err
+	}
+	if c.pki.frontProxy, err = newAuthority(dir, "front-proxy-ca"); err != nil {
+		return err
+	}
+	if c.pki.kiln, err = newAuthority(dir, "kiln-ca"); err != nil {
+		return err
+	}
+	c.KilnCAFile = c.pki.kiln.CertFile
+	c.FrontProxyClient, err = c.pki.frontProxy.client(dir, "front-proxy-client", "front-proxy-client")
+	return err
+}
+
+func (c *Cluster) startEtcd(ctx context.Context) error {
+	client, peer := c.etcdURL(), "http://127.0.0.1:"+strconv.Itoa(c.ports.etcdPeer)
+	err := c.start("etcd",
+		"--name=local",
+		"--data-dir="+filepath.Join(c.Dir, "etcd"),
+		"--listen-client-urls="+client, "--advertise-client-urls="+client,
+		"--listen-peer-urls="+peer, "--initial-advertise-peer-urls="+peer,
+		"--initial-cluster=local="+peer,
+		"--log-level=warn",
+	)
+	if err != nil {
+		return err
+	}
+	return c.waitHTTP(ctx, http.DefaultClient, client+"/health")
+}
+
+func (c *Cluster) startAPIServer(ctx context.Context) error {
+	dir := c.pkiDir()
+	serving, err := c.pki.ca.serving(dir, "kube-apiserver",
+		[]string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc.cluster.local"},
+		[]net.IP{net.ParseIP("127.0.0.1"), net.ParseIP("10.96.0.1")})
+	if err != nil {
+		return err
+	}
+	saKey, err := serviceAccountKey(dir)
+	if err != nil {
+		return err
+	}
+	admin, err := c.pki.ca.client(dir, "admin", "kiln-admin", "system:masters")
+	if err != nil {
+		return err
+	}
+	if err := writeKubeconfig(c.AdminKubeconfig, c.apiserverURL(), c.pki.ca.CertFile, "kiln-admin", "default", credentials{cert: admin}); err != nil {
+		return err
+	}
+	if c.AdminConfig, err = restConfig(c.AdminKubeconfig); err != nil {
+		return err
+	}
+	err = c.start("kube-apiserver",
+		"--etcd-servers="+c.etcdURL(),
+		"--bind-address=127.0.0.1",
+		"--secure-port="+strconv.Itoa(c.ports.apiserver),
+		"--cert-dir="+filepath.Join(c.Dir, "kube-apiserver"),
+		"--tls-cert-file="+serving.CertFile, "--tls-private-key-file="+serving.KeyFile,
+		"--client-ca-file="+c.pki.ca.CertFile,
+		"--authorization-mode=Node,RBAC",
+		"--service-cluster-ip-range=10.96.0.0/16",
+		"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+		"--service-account-key-file="+saKey,
+		"--service-account-signing-key-file="+saKey,
+		// The aggregation layer: kube-apiserver authenticates to Kiln with
+		// this client certificate and passes the user in these headers.
+		"--requestheader-client-ca-file="+c.pki.frontProxy.CertFile,
+		"--requestheader-allowed-names=front-proxy-client",
+		"--requestheader-username-headers=X-Remote-User",
+		"--requestheader-group-headers=X-Remote-Group",
+		"--requestheader-extra-headers-prefix=X-Remote-Extra-",
+		"--proxy-client-cert-file="+c.FrontProxyClient.CertFile,
+		"--proxy-client-key-file="+c.FrontProxyClient.KeyFile,
+		"--allow-privileged=true",
+		"--profiling=false",
+	)
+	if err != nil {
+		return err
+	}
+	client, err := rest.HTTPClientFor(c.AdminConfig)
+	if err != nil {
+		return err
+	}
+	return c.waitHTTP(ctx, client, c.apiserverURL()+"/readyz")
+}
+
+// componentKubeconfig writes a kubeconfig with a client certificate for a
+// control-plane component's own identity, so RBAC applies to it as it
+// would in a real cluster.
+func (c *Cluster) componentKubeconfig(name, user string, groups ...string) (string, error) {
+	cert, err := c.pki.ca.client(c.pkiDir(), name, user, groups...)
+	if err != nil {
+		return "", err
+	}
+	file := filepath.Join(c.Dir, name+".kubeconfig")
+	return file, writeKubeconfig(file, c.apiserverURL(), c.pki.ca.CertFile, user, "", credentials{cert: cert})
+}
+
+func (c *Cluster) startControllerManager(ctx context.Context) error {
+	kc, err := c.componentKubeconfig("kube-controller-manager", "system:kube-controller-manager")
+	if err != nil {
+		return err
+	}
+	err = c.start("kube-controller-manager",
+		"--kubeconfig="+kc, "--authentication-kubeconfig="+kc, "--authorization-kubeconfig="+kc,
+		"--bind-address=127.0.0.1", "--secure-port="+strconv.Itoa(c.ports.controllerManager),
+		// No pod CIDRs to hand out and no TTL annotations wanted; node
+		// lifecycle stays on, since it lifts the not-ready taint of new Nodes.
+		"--controllers=*,-nodeipam,-ttl",
+		"--use-service-account-credentials=true",
+		"--service-account-private-key-file="+filepath.Join(c.pkiDir(), "sa.key"),
+		"--root-ca-file="+c.pki.ca.CertFile,
+		"--cluster-signing-cert-file="+c.pki.ca.CertFile,
+		"--cluster-signing-key-file="+filepath.Join(c.pkiDir(), "ca.key"),
+		"--leader-elect=false",
+	)
+	if err != nil {
+		return err
+	}
+	return c.waitHTTP(ctx, insecureClient(), "https://127.0.0.1:"+strconv.Itoa(c.ports.controllerManager)+"/healthz")
+}
+
+func (c *Cluster) startScheduler(ctx context.Context) error {
+	kc, err := c.componentKubeconfig("kube-scheduler", "system:kube-scheduler")
+	if err != nil {
+		return err
+	}
+	err = c.start("kube-scheduler",
+		"--kubeconfig="+kc, "--authentication-kubeconfig="+kc, "--authorization-kubeconfig="+kc,
+		"--bind-address=127.0.0.1", "--secure-port="+strconv.Itoa(c.ports.scheduler),
+		"--leader-elect=false",
+	)
+	if err != nil {
+		return err
+	}
+	return c.waitHTTP(ctx, insecureClient(), "https://127.0.0.1:"+strconv.Itoa(c.ports.scheduler)+"/healthz")
+}
+
+// startKwok runs kwok as the kubelet of every simulated node (one identity
+// acting for many nodes, which the Node authorizer cannot express, hence
+// system:masters) and creates the nodes.
+func (c *Cluster) startKwok(ctx context.Context) error {
+	kc, err := c.componentKubeconfig("kwok", "kwok-controller", "system:masters")
+	if err != nil {
+		return err
+	}
+	// The stages kwok ships: nodes turn Ready and renew their leases, Pods
+	// go Running, complete, and are removed when deleted.
+	stages := strings.Join([]string{
+		nodefast.DefaultNodeInit,
+		nodeheartbeat.DefaultNodeHeartbeatWithLease,
+		podfast.DefaultPodReady,
+		podfast.DefaultPodComplete,
+		podfast.DefaultPodDelete,
+	}, "\n---\n")
+	stagesFile := filepath.Join(c.Dir, "kwok-stages.yaml")
+	if err := os.WriteFile(stagesFile, []byte(stages), 0o644); err != nil {
+		return err
+	}
+	err = c.start("kwok",
+		"--kubeconfig="+kc,
+		"--config="+stagesFile,
+		"--manage-all-nodes=false",
+		"--manage-nodes-with-annotation-selector="+kwokNodeAnnotation+"="+simulatedNodeMarker,
+		"--disregard-status-with-annotation-selector="+CustomStatusAnnotation+"=custom",
+		"--cidr=10.244.0.1/16",
+		"--node-ip=10.0.0.1",
+		"--node-lease-duration-seconds=40",
+	)
+	if err != nil {
+		return err
+	}
+	cs, err := kubernetes.NewForConfig(c.AdminConfig)
+	if err != nil {
+		return err
+	}
+	for _, n := range c.opts.Nodes {
+		if _, err := cs.CoreV1().Nodes().Create(ctx, n.node(), metav1.CreateOptions{}); err != nil {
+			return err
+		}
+	}
+	// Schedulable means Ready and without the not-ready taint the node
+	// lifecycle controller lifts.
+	return c.poll(ctx, 90*time.Second, func(ctx context.Context) (bool, error) {
+		for _, n := range c.opts.Nodes {
+			node, err := cs.CoreV1().Nodes().Get(ctx, n.Name, metav1.GetOptions{})
+			if err != nil {
+				return false, err
+			}
+			if !nodeReady(node) {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+}
+
+func nodeReady(n *corev1.Node) bool {
+	for _, t := range n.Spec.Taints {
+		if t.Key == corev1.TaintNodeNotReady || t.Key == corev1.TaintNodeUnreachable {
+			return false
+		}
+	}
+	for _, cond := range n.Status.Conditions {
+		if cond.Type == corev1.NodeReady {
+			return cond.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// applyArtifacts installs the namespace and RBAC exactly as artifacts/
+// ships them (the controller's too, so its RBAC is checked against the
+// cluster). The APIService follows once the server is up.
+func (c *Cluster) applyArtifacts(ctx context.Context) error {
+	a, err := newApplier(c.AdminConfig)
+	if err != nil {
+		return err
+	}
+	art := filepath.Join(c.opts.RepoRoot, "artifacts")
+	return a.applyFiles(ctx,
+		filepath.Join(art, "namespace.yaml"),
+		filepath.Join(art, "rbac", "apiserver.yaml"),
+		filepath.Join(art, "rbac", "tenant-roles.yaml"),
+		filepath.Join(art, "rbac", "controller.yaml"),
+	)
+}
+
+const (
+	kilnNamespace      = "kiln-system"
+	kilnServiceAccount = "kiln-apiserver"
+	kilnService        = "kiln-apiserver"
+)
+
+// startKiln runs the Kiln API server in cluster mode, as its Deployment
+// would: authenticated to kube-apiserver as its ServiceAccount (so the RBAC
+// in artifacts/ is what lets it delegate), storing in the cluster's etcd
+// under its own prefix.
+func (c *Cluster) startKiln(ctx context.Context) error {
+	cs, err := kubernetes.NewForConfig(c.AdminConfig)
+	if err != nil {
+		return err
+	}
+	expiry := int64((48 * time.Hour).Seconds())
+	tok, err := cs.CoreV1().ServiceAccounts(kilnNamespace).CreateToken(ctx, kilnServiceAccount,
+		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: &expiry}}, metav1.CreateOptions{})
+	if err != nil {
+		return err
+	}
+	kc := filepath.Join(c.Dir, "kiln-apiserver.kubeconfig")
+	user := "system:serviceaccount:" + kilnNamespace + ":" + kilnServiceAccount
+	if err := writeKubeconfig(kc, c.apiserverURL(), c.pki.ca.CertFile, user, "", credentials{token: tok.Status.Token}); err != nil {
+		return err
+	}
+	serving, err := c.pki.kiln.serving(c.pkiDir(), "kiln-apiserver",
+		[]string{kilnService + "." + kilnNamespace + ".svc", kilnService + "." + kilnNamespace + ".svc.cluster.local", "localhost"},
+		[]net.IP{net.ParseIP("127.0.0.1")})
+	if err != nil {
+		return err
+	}
+	c.KilnURL = "https://127.0.0.1:" + strconv.Itoa(c.ports.kiln)
+	err = c.start("kiln-apiserver",
+		"--etcd-servers="+c.etcdURL(),
+		"--bind-address=127.0.0.1",
+		"--secure-port="+strconv.Itoa(c.ports.kiln),
+		"--tls-cert-file="+serving.CertFile, "--tls-private-key-file="+serving.KeyFile,
+		"--kubeconfig="+kc, "--authentication-kubeconfig="+kc, "--authorization-kubeconfig="+kc,
+	)
+	if err != nil {
+		return err
+	}
+	ca, err := os.ReadFile(c.KilnCAFile)
+	if err != nil {
+		return err
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(ca)
+	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}, Timeout: 5 * time.Second}
+	return c.waitHTTP(ctx, client, c.KilnURL+"/readyz")
+}
+
+// registerAPIService points kube-apiserver at Kiln. The APIService is the
+// file from artifacts/ with the CA bundle and port filled in. The Service is
+// an ExternalName one naming 127.0.0.1: an EndpointSlice may not hold a
+// loopback address, but the aggregator dials an ExternalName as given and
+// verifies the certificate against the Service's DNS name.
+func (c *Cluster) registerAPIService(ctx context.Context) error {
+	cs, err := kubernetes.NewForConfig(c.AdminConfig)
+	if err != nil {
+		return err
+	}
+	svc := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: kilnService, Namespace: kilnNamespace},
+		Spec: corev1.ServiceSpec{
+			Type:         corev1.ServiceTypeExternalName,
+			ExternalName: "127.0.0.1",
+			Ports:        []corev1.ServicePort{{Name: "https", Port: int32(c.ports.kiln)}},
+		},
+	}
+	if _, err := cs.CoreV1().Services(kilnNamespace).Create(ctx, svc, metav1.CreateOptions{}); err != nil {
+		return err
+	}
+	objs, err := readManifests(filepath.Join(c.opts.RepoRoot, "artifacts", "apiservice.yaml"))
+	if err != nil {
+		return err
+	}
+	if len(objs) != 1 || objs[0].GetKind() != "APIService" {
+		return errors.New("artifacts/apiservice.yaml must hold exactly one APIService")
+	}
+	apisvc := objs[0]
+	ca, err := os.ReadFile(c.KilnCAFile)
+	if err != nil {
+		return err
+	}
+	if err := unstructured.SetNestedField(apisvc.Object, base64.StdEncoding.EncodeToString(ca), "spec", "caBundle"); err != nil {
+		return err
+	}
+	if err := unstructured.SetNestedField(apisvc.Object, int64(c.ports.kiln), "spec", "service", "port"); err != nil {
+		return err
+	}
+	a, err := newApplier(c.AdminConfig)
+	if err != nil {
+		return err
+	}
+	if err := a.apply(ctx, apisvc); err != nil {
+		return err
+	}
+	dyn, err := dynamic.NewForConfig(c.AdminConfig)
+	if err != nil {
+		return err
+	}
+	gvr := schema.GroupVersionResource{Group: "apiregistration.k8s.io", Version: "v1", Resource: "apiservices"}
+	return c.poll(ctx, 2*time.Minute, func(ctx context.Context) (bool, error) {
+		u, err := dyn.Resource(gvr).Get(ctx, apisvc.GetName(), metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
+		for _, cond := range conds {
+			m, _ := cond.(map[string]any)
+			if m["type"] == "Available" && m["status"] == "True" {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+}
+
+// createTenants gives each tenant a namespace, the standard "edit" role in
+// it, and a kubeconfig with a client certificate for the user. It returns
+// once RBAC aggregation has folded Kiln's rules into "edit".
+func (c *Cluster) createTenants(ctx context.Context) error {
+	cs, err := kubernetes.NewForConfig(c.AdminConfig)
+	if err != nil {
+		return err
+	}
+	for _, t := range c.opts.Tenants {
+		if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: t}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+			return err
+		}
+		rb := &rbacv1.RoleBinding{
+			ObjectMeta: metav1.ObjectMeta{Name: t + "-edit", Namespace: t},
+			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "edit"},
+			Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: t}},
+		}
+		if _, err := cs.RbacV1().RoleBindings(t).Create(ctx, rb, metav1.CreateOptions{}); err != nil {
+			return err
+		}
+		cert, err := c.pki.ca.client(c.pkiDir(), t, t)
+		if err != nil {
+			return err
+		}
+		if err := writeKubeconfig(c.KubeconfigFor(t), c.apiserverURL(), c.pki.ca.CertFile, t, t, credentials{cert: cert}); err != nil {
+			return err
+		}
+	}
+	return c.poll(ctx, time.Minute, func(ctx context.Context) (bool, error) {
+		for _, t := range c.opts.Tenants {
+			sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+				User: t,
+				ResourceAttributes: &authorizationv1.ResourceAttributes{
+					Namespace: t, Verb: "create", Group: "gpu.kiln.dev", Resource: "instances",
+				},
+			}}
+			res, err := cs.AuthorizationV1().SubjectAccessReviews().Create(ctx, sar, metav1.CreateOptions{})
+			if err != nil {
+				return false, err
+			}
+			if !res.Status.Allowed {
+				return false, nil
+			}
+			// Pods need the namespace's default ServiceAccount.
+			if _, err := cs.CoreV1().ServiceAccounts(t).Get(ctx, "default", metav1.GetOptions{}); apierrors.IsNotFound(err) {
+				return false, nil
+			} else if err != nil {
+				return false, err
+			}
+		}
+		return true, nil
+	})
+}
+
+// poll runs cond until it holds, failing early if a component died.
+func (c *Cluster) poll(ctx context.Context, timeout time.Duration, cond wait.ConditionWithContextFunc) error {
+	var last error
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		if err := c.Alive(); err != nil {
+			return false, err
+		}
+		ok, err := cond(ctx)
+		if err != nil {
+			last = err
+			return false, nil
+		}
+		return ok, nil
+	})
+	if err != nil && last != nil {
+		return fmt.Errorf("%w (last error: %v)", err, last)
+	}
+	return err
+}
+
+func (c *Cluster) waitHTTP(ctx context.Context, client *http.Client, url string) error {
+	return c.poll(ctx, 2*time.Minute, func(ctx context.Context) (bool, error) {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		if err != nil {
+			return false, err
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			return false, err
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return false, fmt.Errorf("GET %s: %d %s", url, resp.StatusCode, body)
+		}
+		return true, nil
+	})
+}
+
+// insecureClient probes the health endpoints of components that serve
+// self-signed certificates of their own.
+func insecureClient() *http.Client {
+	return &http.Client{
+		Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}},
+		Timeout:   5 * time.Second,
+	}
+}
+
+func freePorts() (ports, error) {
+	var ps [6]int
+	var ls []net.Listener
+	defer func() {
+		for _, l := range ls {
+			l.Close()
+		}
+	}()
+	for i := range ps {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return ports{}, err
+		}
+		ls = append(ls, l)
+		ps[i] = l.Addr().(*net.TCPAddr).Port
+	}
+	return ports{etcdClient: ps[0], etcdPeer: ps[1], apiserver: ps[2], controllerManager: ps[3], scheduler: ps[4], kiln: ps[5]}, nil
+}
