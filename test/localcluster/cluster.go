@@ -29,6 +29,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
@@ -502,7 +503,10 @@ func (c *Cluster) registerAPIService(ctx context.Context) error {
 		Spec: corev1.ServiceSpec{
 			Type:         corev1.ServiceTypeExternalName,
 			ExternalName: "127.0.0.1",
-			Ports:        []corev1.ServicePort{{Name: "https", Port: int32(c.ports.kiln)}},
+			// The port of artifacts/deploy/apiserver.yaml's Service, so the
+			// kustomization still applies over this one; the aggregator dials
+			// the APIService's port, which is where Kiln listens.
+			Ports: []corev1.ServicePort{{Name: "https", Port: 443, TargetPort: intstr.FromInt32(int32(c.ports.kiln))}},
 		},
 	}
 	if _, err := cs.CoreV1().Services(kilnNamespace).Create(ctx, svc, metav1.CreateOptions{}); err != nil {
