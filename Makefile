@@ -61,21 +61,25 @@ test: verify unit e2e
 unit:
 	go test -count=1 ./...
 
-# End-to-end tests: each test package starts its own local control plane.
-e2e: control-plane build
+# End-to-end tests: test/e2e starts one local control plane for all its
+# tests; test/cmd/kiln-up runs `make up` and `make down` themselves.
+e2e: control-plane build $(BIN)/kiln-up
 	cd test && go test -count=1 -timeout=40m ./...
 
 # A local control plane with Kiln in it, until Ctrl-C or `make down`.
-# State (wiped on every start) is in $(OUTPUT)/local.
+# State (wiped on every start) is in LOCAL_DIR; the launcher's PID in
+# LOCAL_DIR.pid.
+LOCAL_DIR := $(OUTPUT)/local
+
 up: control-plane build $(BIN)/kiln-up
-	$(BIN)/kiln-up --dir=$(OUTPUT)/local --bin-dir=$(BIN) --repo-root=.
+	$(BIN)/kiln-up --dir=$(LOCAL_DIR) --bin-dir=$(BIN) --repo-root=.
 
 # Signals the launcher `make up` started, by the PID it recorded; the
 # launcher then stops the components it started, and nothing else.
 down:
-	@pid=$$(cat $(OUTPUT)/local.pid 2>/dev/null) || { echo "make down: no local cluster is running"; exit 0; }; \
+	@pid=$$(cat $(LOCAL_DIR).pid 2>/dev/null) || { echo "make down: no local cluster is running"; exit 0; }; \
 	if [ "$$(ps -p $$pid -o comm= 2>/dev/null)" != "kiln-up" ]; then \
-		echo "make down: PID $$pid is not kiln-up; removing the stale $(OUTPUT)/local.pid"; rm -f $(OUTPUT)/local.pid; exit 0; fi; \
+		echo "make down: PID $$pid is not kiln-up; removing the stale $(LOCAL_DIR).pid"; rm -f $(LOCAL_DIR).pid; exit 0; fi; \
 	kill -TERM $$pid; \
 	while kill -0 $$pid 2>/dev/null; do sleep 0.5; done; \
 	echo "make down: stopped the local cluster (PID $$pid)"
