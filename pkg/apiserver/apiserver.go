@@ -22,16 +22,18 @@ import (
 // Config is the configuration of a Kiln API server.
 type Config struct {
 	GenericConfig *genericapiserver.RecommendedConfig
+	kiln          *kilnClients
 }
 
 // CompletedConfig is a Config whose defaults have been filled in.
 type CompletedConfig struct {
 	GenericConfig genericapiserver.CompletedConfig
+	kiln          *kilnClients
 }
 
 // Complete fills in defaults.
 func (c *Config) Complete() CompletedConfig {
-	return CompletedConfig{GenericConfig: c.GenericConfig.Complete()}
+	return CompletedConfig{GenericConfig: c.GenericConfig.Complete(), kiln: c.kiln}
 }
 
 // Server is a running Kiln API server.
@@ -58,6 +60,11 @@ func (c CompletedConfig) New() (*Server, error) {
 	// initialised, so a new replica takes no traffic it would answer slowly.
 	if utilfeature.DefaultFeatureGate.Enabled(apiserverfeatures.WatchCacheInitializationPostStartHook) {
 		if err := generic.AddPostStartHook("storage-readiness", generic.StorageReadinessHook.Hook); err != nil {
+			return nil, err
+		}
+	}
+	if c.kiln != nil {
+		if err := addKilnHooks(generic, c.kiln); err != nil {
 			return nil, err
 		}
 	}

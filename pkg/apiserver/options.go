@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilerrors "k8s.io/apimachinery/pkg/util/errors"
+	"k8s.io/apiserver/pkg/admission"
 	"k8s.io/apiserver/pkg/endpoints/openapi"
 	genericapiserver "k8s.io/apiserver/pkg/server"
 	genericoptions "k8s.io/apiserver/pkg/server/options"
@@ -38,6 +39,10 @@ type Options struct {
 	Standalone StandaloneOptions
 
 	Out io.Writer
+
+	// kiln is what Kiln's admission plugins use; made once the loopback
+	// client configuration exists.
+	kiln *kilnClients
 }
 
 // NewOptions returns the default options of cluster mode.
@@ -50,6 +55,15 @@ func NewOptions(out io.Writer) *Options {
 		ComponentGlobalsRegistry: compatibility.DefaultComponentGlobalsRegistry,
 		Standalone:               StandaloneOptions{DataDir: "_output/standalone"},
 		Out:                      out,
+	}
+	configureAdmission(o.RecommendedOptions.Admission)
+	o.RecommendedOptions.ExtraAdmissionInitializers = func(c *genericapiserver.RecommendedConfig) ([]admission.PluginInitializer, error) {
+		k, err := newKilnClients(c.LoopbackClientConfig)
+		if err != nil {
+			return nil, err
+		}
+		o.kiln = k
+		return []admission.PluginInitializer{k.initializer()}, nil
 	}
 	o.RecommendedOptions.Etcd.StorageConfig.EncodeVersioner = runtime.NewMultiGroupVersioner(
 		v1alpha1.SchemeGroupVersion, schema.GroupKind{Group: v1alpha1.GroupName})
@@ -107,13 +121,15 @@ func (o *Options) Config(ctx context.Context) (*Config, error) {
 	serverConfig.EffectiveVersion = o.ComponentGlobalsRegistry.EffectiveVersionFor(basecompatibility.DefaultKubeComponent)
 
 	if o.Standalone.Enabled {
-		if err := o.Standalone.applyTo(ctx, ro, serverConfig); err != nil {
+		k, err := o.Standalone.applyTo(ctx, ro, serverConfig)
+		if err != nil {
 			return nil, err
 		}
+		o.kiln = k
 	} else if err := ro.ApplyTo(serverConfig); err != nil {
 		return nil, err
 	}
-	return &Config{GenericConfig: serverConfig}, nil
+	return &Config{GenericConfig: serverConfig, kiln: o.kiln}, nil
 }
 
 // Run serves until ctx is done.

@@ -19,6 +19,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/discovery"
@@ -51,10 +52,52 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	client = versioned.NewForConfigOrDie(server.Config)
+	// Admission refuses Instances and Claims of unknown types: install the
+	// catalogue of artifacts/examples, which the tests' objects name.
+	if err := createCatalogue(); err != nil {
+		fmt.Fprintln(os.Stderr, "creating the example InstanceTypes:", err)
+		os.Exit(1)
+	}
 	code := m.Run()
 	server.Stop()
 	os.RemoveAll(dir)
 	os.Exit(code)
+}
+
+func createCatalogue() error {
+	data, err := os.ReadFile("../../artifacts/examples/instancetypes.yaml")
+	if err != nil {
+		return err
+	}
+	decoder := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
+	for {
+		var it gpuv1.InstanceType
+		if err := decoder.Decode(&it); err == io.EOF {
+			return nil
+		} else if err != nil {
+			return err
+		}
+		if _, err := client.GpuV1alpha1().InstanceTypes().Create(context.Background(), &it, metav1.CreateOptions{}); err != nil {
+			return err
+		}
+	}
+}
+
+// waitForUsed waits for the budget reconciler to bring status.used[key] to want.
+func waitForUsed(t *testing.T, ns, name string, key gpuv1.BudgetResourceName, want string) {
+	t.Helper()
+	var got resource.Quantity
+	err := wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		b, err := client.GpuV1alpha1().Budgets(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		got = b.Status.Used[key]
+		return got.Cmp(resource.MustParse(want)) == 0, nil
+	})
+	if err != nil {
+		t.Fatalf("budget %s/%s used %s = %s, want %s", ns, name, key, got.String(), want)
+	}
 }
 
 func h100(name string) *gpuv1.InstanceType {
@@ -374,6 +417,9 @@ func TestFieldAndLabelSelectors(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	if _, err := gpu.InstanceTypes().Create(c, h100("selectors-h100"), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	mk("a", "h100", "node-1", "", gpuv1.InstanceReady, "node-1", map[string]string{"team": "vision"})
 	mk("b", "l4", "", "hold-1", gpuv1.InstancePending, "", map[string]string{"team": "nlp"})
 	mk("c", "h100", "", "", gpuv1.InstanceReady, "node-2", nil)
@@ -388,12 +434,11 @@ func TestFieldAndLabelSelectors(t *testing.T) {
 		t.Fatal(err)
 	}
 	if _, err := gpu.Claims(ns).Create(c, &gpuv1.Claim{ObjectMeta: metav1.ObjectMeta{Name: "mig", Namespace: ns},
-		Spec: gpuv1.ClaimSpec{Type: "a100", Partition: "1g.10gb"}}, metav1.CreateOptions{}); err != nil {
+		Spec: gpuv1.ClaimSpec{Type: "selectors-h100", Partition: "1g.10gb"}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 
-	it := h100("selectors-h100")
-	it, err = gpu.InstanceTypes().Create(c, it, metav1.CreateOptions{})
+	it, err := gpu.InstanceTypes().Get(c, "selectors-h100", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -428,7 +473,7 @@ func TestFieldAndLabelSelectors(t *testing.T) {
 		{"instances negated", instances("spec.type!=h100", ""), "b"},
 		{"instances label", instances("", "team=nlp"), "b"},
 		{"instances label and field", instances("status.phase=Ready", "team"), "a"},
-		{"claims spec.type", claims("spec.type=a100"), "mig"},
+		{"claims spec.type", claims("spec.type=selectors-h100"), "mig"},
 		{"claims status.phase", claims("status.phase=Bound"), "hold-1"},
 		{"claims status.nodeName", claims("status.nodeName=node-1"), "hold-1"},
 		{"instancetypes status.phase", func() (string, error) {
@@ -593,6 +638,9 @@ func TestTables(t *testing.T) {
 	if _, err := gpu.Budgets(ns).Create(c, budget(ns, "team"), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	// The budget reconciler charges what was there before the Budget:
+	// 2 cards, a 25% slice, a 10Gi partition of an 80Gi card, a 4-card Claim.
+	waitForUsed(t, ns, "team", gpuv1.BudgetAccelerators, "6375m")
 
 	const asTable = "application/json;as=Table;v=v1;g=meta.k8s.io"
 	for _, tc := range []struct {
@@ -611,7 +659,7 @@ func TestTables(t *testing.T) {
 			map[string]string{"hold": "hold|h100|4"}},
 		{"/apis/gpu.kiln.dev/v1alpha1/namespaces/tables/budgets",
 			"Name,Accelerators,Memory,Age",
-			map[string]string{"team": "team|0/8|<none>"}},
+			map[string]string{"team": "team|6.375/8|<none>"}},
 	} {
 		t.Run(tc.path, func(t *testing.T) {
 			code, body := rawRequest(t, "GET", tc.path, asTable, "", "")

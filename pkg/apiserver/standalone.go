@@ -100,38 +100,46 @@ func (s *StandaloneOptions) validate(ro *genericoptions.RecommendedOptions) []er
 // applyTo starts the embedded etcd and fills in what RecommendedOptions.ApplyTo
 // would, with a token authenticator and a system:masters-only authorizer in
 // place of delegation.
-func (s *StandaloneOptions) applyTo(ctx context.Context, ro *genericoptions.RecommendedOptions, c *genericapiserver.RecommendedConfig) (err error) {
+func (s *StandaloneOptions) applyTo(ctx context.Context, ro *genericoptions.RecommendedOptions, c *genericapiserver.RecommendedConfig) (_ *kilnClients, err error) {
 	if err := os.MkdirAll(s.DataDir, 0o700); err != nil {
-		return fmt.Errorf("creating --data-dir: %w", err)
+		return nil, fmt.Errorf("creating --data-dir: %w", err)
 	}
 	var clientURL string
 	s.etcd, clientURL, err = startEtcd(ctx, filepath.Join(s.DataDir, "etcd"))
 	if err != nil {
-		return err
+		return nil, err
 	}
 	ro.Etcd.StorageConfig.Transport.ServerList = []string{clientURL}
 	if err := ro.Etcd.ApplyTo(&c.Config); err != nil {
-		return err
+		return nil, err
 	}
 	if err := ro.SecureServing.ApplyToConfig(&c.Config); err != nil {
-		return err
+		return nil, err
 	}
 	if err := ro.Audit.ApplyTo(&c.Config); err != nil {
-		return err
+		return nil, err
 	}
 	if err := ro.Features.ApplyTo(&c.Config, nil, nil); err != nil {
-		return err
+		return nil, err
 	}
 
 	if s.token, err = loadOrCreateToken(filepath.Join(s.DataDir, "admin-token")); err != nil {
-		return err
+		return nil, err
 	}
 	c.Authentication.Authenticator = authenticatorfactory.NewFromTokens(map[string]*user.DefaultInfo{
 		s.token: {Name: AdminUser, Groups: []string{user.SystemPrivilegedGroup, user.AllAuthenticated}},
 	}, nil)
 	c.Authorization.Authorizer = authorizerfactory.NewPrivilegedGroups(user.SystemPrivilegedGroup)
 	genericapiserver.AuthorizeClientBearerToken(c.LoopbackClientConfig, &c.Authentication, &c.Authorization)
-	return nil
+
+	k, err := newKilnClients(c.LoopbackClientConfig)
+	if err != nil {
+		return nil, err
+	}
+	if c.AdmissionControl, err = standaloneAdmission(c, k); err != nil {
+		return nil, err
+	}
+	return k, nil
 }
 
 // stop closes the embedded etcd; the server calls it once it has drained.

@@ -4,6 +4,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 )
 
 // +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
@@ -651,9 +652,39 @@ type BudgetStatus struct {
 	// hard is the limits being enforced.
 	// +optional
 	Hard BudgetResourceList `json:"hard,omitempty"`
-	// used is what running Instances and held Claims are charged.
+	// used is what running Instances and held Claims are charged, including
+	// the charges in pending.
 	// +optional
 	Used BudgetResourceList `json:"used,omitempty"`
+	// pending lists charges admission has made for writes that are not yet
+	// seen stored: a create or start in flight. They are part of used. The
+	// budget reconciler drops each once its object is stored in the charged
+	// state, or the write has had time to fail, so that used can be
+	// recomputed from stored objects without losing a charge in flight.
+	// +optional
+	// +listType=map
+	// +listMapKey=uid
+	Pending []BudgetCharge `json:"pending,omitempty"`
+}
+
+// BudgetCharge is one admitted charge whose write is in flight.
+type BudgetCharge struct {
+	// kind of the charged object, Instance or Claim.
+	Kind string `json:"kind"`
+	// name of the charged object.
+	Name string `json:"name"`
+	// uid of the charged object.
+	UID types.UID `json:"uid"`
+	// resourceVersion the object had before the charged update; empty for
+	// a create. Once the stored object has another, the update has landed
+	// or lost a conflict, and either way this charge is settled.
+	// +optional
+	ResourceVersion string `json:"resourceVersion,omitempty"`
+	// charge is the object's whole charge in its new state, by this
+	// Budget's keys.
+	Charge BudgetResourceList `json:"charge"`
+	// time the charge was made.
+	Time metav1.Time `json:"time"`
 }
 
 // +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object

@@ -36,6 +36,8 @@ func ForKind(kind schema.GroupVersionKind) interface{} {
 		return &gpuv1alpha1.AcceleratorApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("Budget"):
 		return &gpuv1alpha1.BudgetApplyConfiguration{}
+	case v1alpha1.SchemeGroupVersion.WithKind("BudgetCharge"):
+		return &gpuv1alpha1.BudgetChargeApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("BudgetSpec"):
 		return &gpuv1alpha1.BudgetSpecApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("BudgetStatus"):

@@ -337,6 +337,7 @@ func GetOpenAPIDefinitions(ref common.ReferenceCallback) map[string]common.OpenA
 		version.Info{}.OpenAPIModelName():                          schema_k8sio_apimachinery_pkg_version_Info(ref),
 		v1alpha1.Accelerator{}.OpenAPIModelName():                  schema_pkg_apis_gpu_v1alpha1_Accelerator(ref),
 		v1alpha1.Budget{}.OpenAPIModelName():                       schema_pkg_apis_gpu_v1alpha1_Budget(ref),
+		v1alpha1.BudgetCharge{}.OpenAPIModelName():                 schema_pkg_apis_gpu_v1alpha1_BudgetCharge(ref),
 		v1alpha1.BudgetList{}.OpenAPIModelName():                   schema_pkg_apis_gpu_v1alpha1_BudgetList(ref),
 		v1alpha1.BudgetSpec{}.OpenAPIModelName():                   schema_pkg_apis_gpu_v1alpha1_BudgetSpec(ref),
 		v1alpha1.BudgetStatus{}.OpenAPIModelName():                 schema_pkg_apis_gpu_v1alpha1_BudgetStatus(ref),
@@ -17494,6 +17495,73 @@ func schema_pkg_apis_gpu_v1alpha1_Budget(ref common.ReferenceCallback) common.Op
 	}
 }
 
+func schema_pkg_apis_gpu_v1alpha1_BudgetCharge(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "BudgetCharge is one admitted charge whose write is in flight.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"kind": {
+						SchemaProps: spec.SchemaProps{
+							Description: "kind of the charged object, Instance or Claim.",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"name": {
+						SchemaProps: spec.SchemaProps{
+							Description: "name of the charged object.",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"uid": {
+						SchemaProps: spec.SchemaProps{
+							Description: "uid of the charged object.",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"resourceVersion": {
+						SchemaProps: spec.SchemaProps{
+							Description: "resourceVersion the object had before the charged update; empty for a create. Once the stored object has another, the update has landed or lost a conflict, and either way this charge is settled.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"charge": {
+						SchemaProps: spec.SchemaProps{
+							Description: "charge is the object's whole charge in its new state, by this Budget's keys.",
+							Type:        []string{"object"},
+							AdditionalProperties: &spec.SchemaOrBool{
+								Allows: true,
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Ref: ref(resource.Quantity{}.OpenAPIModelName()),
+									},
+								},
+							},
+						},
+					},
+					"time": {
+						SchemaProps: spec.SchemaProps{
+							Description: "time the charge was made.",
+							Ref:         ref(metav1.Time{}.OpenAPIModelName()),
+						},
+					},
+				},
+				Required: []string{"kind", "name", "uid", "charge", "time"},
+			},
+		},
+		Dependencies: []string{
+			resource.Quantity{}.OpenAPIModelName(), metav1.Time{}.OpenAPIModelName()},
+	}
+}
+
 func schema_pkg_apis_gpu_v1alpha1_BudgetList(ref common.ReferenceCallback) common.OpenAPIDefinition {
 	return common.OpenAPIDefinition{
 		Schema: spec.Schema{
@@ -17596,7 +17664,7 @@ func schema_pkg_apis_gpu_v1alpha1_BudgetStatus(ref common.ReferenceCallback) com
 					},
 					"used": {
 						SchemaProps: spec.SchemaProps{
-							Description: "used is what running Instances and held Claims are charged.",
+							Description: "used is what running Instances and held Claims are charged, including the charges in pending.",
 							Type:        []string{"object"},
 							AdditionalProperties: &spec.SchemaOrBool{
 								Allows: true,
@@ -17608,11 +17676,32 @@ func schema_pkg_apis_gpu_v1alpha1_BudgetStatus(ref common.ReferenceCallback) com
 							},
 						},
 					},
+					"pending": {
+						VendorExtensible: spec.VendorExtensible{
+							Extensions: spec.Extensions{
+								"x-kubernetes-list-map-keys": []interface{}{
+									"uid",
+								},
+								"x-kubernetes-list-type": "map",
+							},
+						},
+						SchemaProps: spec.SchemaProps{
+							Description: "pending lists charges admission has made for writes that are not yet seen stored: a create or start in flight. They are part of used. The budget reconciler drops each once its object is stored in the charged state, or the write has had time to fail, so that used can be recomputed from stored objects without losing a charge in flight.",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Ref: ref(v1alpha1.BudgetCharge{}.OpenAPIModelName()),
+									},
+								},
+							},
+						},
+					},
 				},
 			},
 		},
 		Dependencies: []string{
-			resource.Quantity{}.OpenAPIModelName()},
+			resource.Quantity{}.OpenAPIModelName(), v1alpha1.BudgetCharge{}.OpenAPIModelName()},
 	}
 }
 

@@ -32,6 +32,11 @@ func (in Budget) OpenAPIModelName() string {
 }
 
 // OpenAPIModelName returns the OpenAPI model name for this type.
+func (in BudgetCharge) OpenAPIModelName() string {
+	return "dev.kiln.gpu.v1alpha1.BudgetCharge"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
 func (in BudgetList) OpenAPIModelName() string {
 	return "dev.kiln.gpu.v1alpha1.BudgetList"
 }

@@ -6,6 +6,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/resource"
 	apivalidation "k8s.io/apimachinery/pkg/api/validation"
+	"k8s.io/apimachinery/pkg/types"
 	utilvalidation "k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
@@ -39,6 +40,24 @@ func ValidateBudgetStatusUpdate(obj, old *gpu.Budget) field.ErrorList {
 	allErrs := apivalidation.ValidateObjectMetaUpdate(&obj.ObjectMeta, &old.ObjectMeta, field.NewPath("metadata"))
 	allErrs = append(allErrs, validateBudgetResourceList(obj.Status.Hard, statusPath.Child("hard"))...)
 	allErrs = append(allErrs, validateBudgetResourceList(obj.Status.Used, statusPath.Child("used"))...)
+	seen := map[types.UID]bool{}
+	for i, c := range obj.Status.Pending {
+		p := statusPath.Child("pending").Index(i)
+		if c.Kind != "Instance" && c.Kind != "Claim" {
+			allErrs = append(allErrs, field.NotSupported(p.Child("kind"), c.Kind, []string{"Instance", "Claim"}))
+		}
+		if c.Name == "" {
+			allErrs = append(allErrs, field.Required(p.Child("name"), "the charged object's name"))
+		}
+		switch {
+		case c.UID == "":
+			allErrs = append(allErrs, field.Required(p.Child("uid"), "the charged object's uid"))
+		case seen[c.UID]:
+			allErrs = append(allErrs, field.Duplicate(p.Child("uid"), c.UID))
+		}
+		seen[c.UID] = true
+		allErrs = append(allErrs, validateBudgetResourceList(c.Charge, p.Child("charge"))...)
+	}
 	return allErrs
 }
 

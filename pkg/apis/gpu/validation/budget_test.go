@@ -132,6 +132,23 @@ func TestValidateBudgetStatusUpdate(t *testing.T) {
 			want: []string{"Invalid status.used[instances]"}},
 		{name: "metadata update rules apply", mutate: func(o *gpu.Budget) { o.ResourceVersion = "" },
 			want: []string{"Invalid metadata.resourceVersion"}},
+		{name: "pending charges", mutate: func(o *gpu.Budget) {
+			o.Status.Pending = []gpu.BudgetCharge{
+				{Kind: "Instance", Name: "a", UID: "u1", Charge: gpu.BudgetResourceList{gpu.BudgetAccelerators: qty("1")}},
+				{Kind: "Claim", Name: "b", UID: "u2", ResourceVersion: "7", Charge: gpu.BudgetResourceList{"accelerators.h100": qty("500m")}},
+			}
+		}},
+		{name: "pending charges invalid", mutate: func(o *gpu.Budget) {
+			o.Status.Pending = []gpu.BudgetCharge{
+				{Kind: "Pod", UID: "u1", Charge: gpu.BudgetResourceList{"gpus": qty("1")}},
+				{Kind: "Instance", Name: "b", UID: "u1", Charge: gpu.BudgetResourceList{gpu.BudgetAccelerators: qty("-1")}},
+				{Kind: "Instance", Name: "c"},
+			}
+		}, want: []string{
+			"NotSupported status.pending[0].kind", "Required status.pending[0].name", "NotSupported status.pending[0].charge[gpus]",
+			"Duplicate status.pending[1].uid", "Invalid status.pending[1].charge[accelerators]",
+			"Required status.pending[2].uid",
+		}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

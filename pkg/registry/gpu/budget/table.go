@@ -40,5 +40,9 @@ func usedOverHard(b *gpu.Budget, key gpu.BudgetResourceName) string {
 		return table.None
 	}
 	used := b.Status.Used[key]
+	if key == gpu.BudgetAccelerators {
+		// Slices and partitions charge fractions of a card: 6.375, not 6375m.
+		return used.AsDec().String() + "/" + hard.AsDec().String()
+	}
 	return used.String() + "/" + hard.String()
 }

@@ -29,8 +29,15 @@ import (
 type BudgetStatusApplyConfiguration struct {
 	// hard is the limits being enforced.
 	Hard *gpuv1alpha1.BudgetResourceList `json:"hard,omitempty"`
-	// used is what running Instances and held Claims are charged.
+	// used is what running Instances and held Claims are charged, including
+	// the charges in pending.
 	Used *gpuv1alpha1.BudgetResourceList `json:"used,omitempty"`
+	// pending lists charges admission has made for writes that are not yet
+	// seen stored: a create or start in flight. They are part of used. The
+	// budget reconciler drops each once its object is stored in the charged
+	// state, or the write has had time to fail, so that used can be
+	// recomputed from stored objects without losing a charge in flight.
+	Pending []BudgetChargeApplyConfiguration `json:"pending,omitempty"`
 }
 
 // BudgetStatusApplyConfiguration constructs a declarative configuration of the BudgetStatus type for use with
@@ -52,5 +59,18 @@ func (b *BudgetStatusApplyConfiguration) WithHard(value gpuv1alpha1.BudgetResour
 // If called multiple times, the Used field is set to the value of the last call.
 func (b *BudgetStatusApplyConfiguration) WithUsed(value gpuv1alpha1.BudgetResourceList) *BudgetStatusApplyConfiguration {
 	b.Used = &value
+	return b
+}
+
+// WithPending adds the given value to the Pending field in the declarative configuration
+// and returns the receiver, so that objects can be build by chaining "With" function invocations.
+// If called multiple times, values provided by each call will be appended to the Pending field.
+func (b *BudgetStatusApplyConfiguration) WithPending(values ...*BudgetChargeApplyConfiguration) *BudgetStatusApplyConfiguration {
+	for i := range values {
+		if values[i] == nil {
+			panic("nil value passed to WithPending")
+		}
+		b.Pending = append(b.Pending, *values[i])
+	}
 	return b
 }

@@ -1,0 +1,373 @@
+// Package budget is the Budget admission plugin and its reconciler.
+//
+// The plugin runs last in the chain. A create or start of an Instance, or a
+// create of a Claim, that raises a charge is charged to every Budget of the
+// namespace whose hard limits name an affected key, by a compare-and-swap
+// update of the Budget's status, before the object is stored. The charge is
+// also recorded in status.pending until the reconciler sees the object
+// stored, so that recomputing status.used from stored objects never loses a
+// charge in flight. Charges only go down when the reconciler sees the
+// stored objects change (a stop, a delete, a Claim lapsing): released in
+// admission, a charge would be lost if the write then failed.
+package budget
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"sort"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apiserver/pkg/admission"
+	"k8s.io/klog/v2"
+
+	"kiln.dev/kiln/pkg/admission/accounting"
+	kilninit "kiln.dev/kiln/pkg/admission/initializer"
+	"kiln.dev/kiln/pkg/apis/gpu"
+	"kiln.dev/kiln/pkg/apis/gpu/v1alpha1"
+	"kiln.dev/kiln/pkg/generated/clientset/versioned"
+	informers "kiln.dev/kiln/pkg/generated/informers/externalversions"
+	listers "kiln.dev/kiln/pkg/generated/listers/gpu/v1alpha1"
+)
+
+// PluginName is the name of the plugin in --enable-admission-plugins.
+const PluginName = "Budget"
+
+// maxAttempts bounds the compare-and-swap retries of one charge; every
+// conflict means another charge landed, so this many concurrent writers
+// would have to win first.
+const maxAttempts = 500
+
+// Register registers the plugin.
+func Register(plugins *admission.Plugins) {
+	plugins.Register(PluginName, func(io.Reader) (admission.Interface, error) { return New(), nil })
+}
+
+// Plugin charges Budgets.
+type Plugin struct {
+	*admission.Handler
+	budgets listers.BudgetLister
+	types   listers.InstanceTypeLister
+	client  versioned.Interface
+	now     func() time.Time
+}
+
+var (
+	_ admission.ValidationInterface     = &Plugin{}
+	_ kilninit.WantsKilnInformerFactory = &Plugin{}
+	_ kilninit.WantsKilnClient          = &Plugin{}
+)
+
+// New returns the plugin.
+func New() *Plugin {
+	return &Plugin{Handler: admission.NewHandler(admission.Create, admission.Update), now: time.Now}
+}
+
+// SetKilnInformerFactory takes the Budget and InstanceType listers.
+func (p *Plugin) SetKilnInformerFactory(f informers.SharedInformerFactory) {
+	b, t := f.Gpu().V1alpha1().Budgets(), f.Gpu().V1alpha1().InstanceTypes()
+	p.budgets, p.types = b.Lister(), t.Lister()
+	bs, ts := b.Informer().HasSynced, t.Informer().HasSynced
+	p.SetReadyFunc(func() bool { return bs() && ts() })
+}
+
+// SetKilnClient takes the client that writes Budget status.
+func (p *Plugin) SetKilnClient(c versioned.Interface) { p.client = c }
+
+// ValidateInitialization checks the plugin got what it needs.
+func (p *Plugin) ValidateInitialization() error {
+	if p.budgets == nil || p.types == nil || p.client == nil {
+		return fmt.Errorf("%s needs the Budget and InstanceType listers and a Kiln client", PluginName)
+	}
+	return nil
+}
+
+// request is one object's charge change.
+type request struct {
+	kind, name string
+	uid        types.UID
+	// oldRV is the stored object's resourceVersion on an update.
+	oldRV string
+	// charge is the object's whole charge after the write; delta the part
+	// of it that is new.
+	charge, delta gpu.BudgetResourceList
+}
+
+// Validate charges, or refuses, a write that raises a charge.
+func (p *Plugin) Validate(ctx context.Context, a admission.Attributes, _ admission.ObjectInterfaces) error {
+	if a.GetSubresource() != "" {
+		return nil
+	}
+	req, err := p.request(ctx, a)
+	if err != nil || req == nil {
+		return err
+	}
+	if !p.WaitForReady() {
+		return admission.NewForbidden(a, fmt.Errorf("not yet ready to handle request: Budgets are still loading"))
+	}
+	all, err := p.budgets.Budgets(a.GetNamespace()).List(labels.Everything())
+	if err != nil {
+		return apierrors.NewInternalError(err)
+	}
+	var affected []*v1alpha1.Budget
+	for _, b := range all {
+		if names(b.Spec.Hard, req.delta) {
+			affected = append(affected, b)
+		}
+	}
+	sort.Slice(affected, func(i, j int) bool { return affected[i].Name < affected[j].Name })
+	var charged []*v1alpha1.Budget
+	for _, b := range affected {
+		if err := p.charge(ctx, a, b, req); err != nil {
+			// Give back what was charged to the Budgets before this one;
+			// should that fail too, the reconciler repairs it.
+			for _, c := range charged {
+				p.refund(ctx, c, req)
+			}
+			return err
+		}
+		charged = append(charged, b)
+	}
+	return nil
+}
+
+// request works out what the write charges; nil if it raises nothing.
+func (p *Plugin) request(ctx context.Context, a admission.Attributes) (*request, error) {
+	var r request
+	var oldCharge gpu.BudgetResourceList
+	switch obj := a.GetObject().(type) {
+	case *gpu.Instance:
+		r.kind, r.name, r.uid = "Instance", obj.Name, obj.UID
+		if accounting.InstanceCharged(&obj.Spec) {
+			c, err := p.chargeOf(ctx, accounting.InstanceRequest(&obj.Spec), true)
+			if err != nil || c == nil {
+				return nil, err
+			}
+			r.charge = c
+		}
+		if old, ok := a.GetOldObject().(*gpu.Instance); ok && a.GetOperation() == admission.Update {
+			r.oldRV = old.ResourceVersion
+			if accounting.InstanceCharged(&old.Spec) {
+				c, err := p.chargeOf(ctx, accounting.InstanceRequest(&old.Spec), true)
+				if err != nil {
+					return nil, err
+				}
+				oldCharge = c
+			}
+		}
+	case *gpu.Claim:
+		// A Claim's request cannot change; its phase moves through /status
+		// and the reconciler releases what a lapsed Claim held.
+		if a.GetOperation() != admission.Create {
+			return nil, nil
+		}
+		r.kind, r.name, r.uid = "Claim", obj.Name, obj.UID
+		c, err := p.chargeOf(ctx, accounting.ClaimRequest(&obj.Spec), false)
+		if err != nil || c == nil {
+			return nil, err
+		}
+		r.charge = c
+	default:
+		return nil, nil
+	}
+	r.delta = gpu.BudgetResourceList{}
+	for k, q := range r.charge {
+		d := q.DeepCopy()
+		if o, ok := oldCharge[k]; ok {
+			d.Sub(o)
+		}
+		if d.Sign() > 0 {
+			r.delta[k] = d
+		}
+	}
+	if len(r.delta) == 0 {
+		return nil, nil
+	}
+	return &r, nil
+}
+
+// chargeOf is nil when the type is unknown: InstanceTypeAccess, earlier in
+// the chain, refuses those.
+func (p *Plugin) chargeOf(ctx context.Context, req accounting.Request, instance bool) (gpu.BudgetResourceList, error) {
+	t, err := p.types.Get(req.Type)
+	if apierrors.IsNotFound(err) {
+		// Created a moment ago and not yet in the lister?
+		t, err = p.client.GpuV1alpha1().InstanceTypes().Get(ctx, req.Type, metav1.GetOptions{})
+	}
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, apierrors.NewInternalError(err)
+	}
+	share, err := accounting.ShareOf(req, t)
+	if err != nil {
+		return nil, nil
+	}
+	return accounting.Charge(share, t.Name, instance), nil
+}
+
+// names reports whether hard limits any key the delta raises.
+func names(hard v1alpha1.BudgetResourceList, delta gpu.BudgetResourceList) bool {
+	for k := range delta {
+		if _, ok := hard[v1alpha1.BudgetResourceName(k)]; ok {
+			return true
+		}
+	}
+	return false
+}
+
+// charge adds req to one Budget by compare-and-swap, or refuses it. The
+// first attempt works on the informer's copy; a conflict, or a refusal
+// from that copy, is retried on a fresh read.
+func (p *Plugin) charge(ctx context.Context, a admission.Attributes, b *v1alpha1.Budget, req *request) error {
+	budgets := p.client.GpuV1alpha1().Budgets(b.Namespace)
+	fresh := false
+	for attempt := 0; attempt < maxAttempts; attempt++ {
+		if over := exceeds(b, req.delta); over != "" {
+			if !fresh {
+				var err error
+				if b, err = p.reread(ctx, b); b == nil {
+					return err
+				}
+				fresh = true
+				continue
+			}
+			return admission.NewForbidden(a, fmt.Errorf("%s", over))
+		}
+		if a.IsDryRun() {
+			// Checked, never charged.
+			return nil
+		}
+		updated := b.DeepCopy()
+		for k := range updated.Spec.Hard {
+			if d, ok := req.delta[gpu.BudgetResourceName(k)]; ok {
+				add(updated, k, d)
+			}
+		}
+		updated.Status.Pending = withPending(updated.Status.Pending, v1alpha1.BudgetCharge{
+			Kind: req.kind, Name: req.name, UID: req.uid, ResourceVersion: req.oldRV,
+			Charge: restrict(req.charge, updated.Spec.Hard), Time: metav1.NewTime(p.now()),
+		})
+		_, err := budgets.UpdateStatus(ctx, updated, metav1.UpdateOptions{FieldManager: "kiln-budget-admission"})
+		switch {
+		case err == nil:
+			return nil
+		case apierrors.IsConflict(err):
+			if b, err = p.reread(ctx, b); b == nil {
+				return err
+			}
+			fresh = true
+		case apierrors.IsNotFound(err):
+			// The Budget was deleted meanwhile: nothing to charge.
+			return nil
+		default:
+			return apierrors.NewInternalError(fmt.Errorf("charging budget %q: %w", b.Name, err))
+		}
+	}
+	return apierrors.NewConflict(gpu.Resource("budgets"), b.Name, fmt.Errorf("budget %q is being charged by too many requests at once; try again", b.Name))
+}
+
+// reread gets the Budget from the server; nil if it is gone.
+func (p *Plugin) reread(ctx context.Context, b *v1alpha1.Budget) (*v1alpha1.Budget, error) {
+	cur, err := p.client.GpuV1alpha1().Budgets(b.Namespace).Get(ctx, b.Name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, apierrors.NewInternalError(fmt.Errorf("reading budget %q: %w", b.Name, err))
+	}
+	return cur, nil
+}
+
+// exceeds describes the first limit the delta would break, or "".
+func exceeds(b *v1alpha1.Budget, delta gpu.BudgetResourceList) string {
+	keys := make([]string, 0, len(delta))
+	for k := range delta {
+		keys = append(keys, string(k))
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		hard, ok := b.Spec.Hard[v1alpha1.BudgetResourceName(k)]
+		if !ok {
+			continue
+		}
+		used := b.Status.Used[v1alpha1.BudgetResourceName(k)]
+		asked := delta[gpu.BudgetResourceName(k)]
+		total := used.DeepCopy()
+		total.Add(asked)
+		if total.Cmp(hard) > 0 {
+			return fmt.Sprintf("exceeds budget %q: %s used %s + requested %s > hard %s", b.Name, k, used.String(), asked.String(), hard.String())
+		}
+	}
+	return ""
+}
+
+func add(b *v1alpha1.Budget, k v1alpha1.BudgetResourceName, d resource.Quantity) {
+	if b.Status.Used == nil {
+		b.Status.Used = v1alpha1.BudgetResourceList{}
+	}
+	u := b.Status.Used[k]
+	u.Add(d)
+	b.Status.Used[k] = u
+}
+
+// restrict keeps the keys the Budget limits.
+func restrict(c gpu.BudgetResourceList, hard v1alpha1.BudgetResourceList) v1alpha1.BudgetResourceList {
+	out := v1alpha1.BudgetResourceList{}
+	for k := range hard {
+		if q, ok := c[gpu.BudgetResourceName(k)]; ok {
+			out[k] = q.DeepCopy()
+		}
+	}
+	return out
+}
+
+// withPending records a charge, replacing an earlier one of the object.
+func withPending(list []v1alpha1.BudgetCharge, c v1alpha1.BudgetCharge) []v1alpha1.BudgetCharge {
+	out := make([]v1alpha1.BudgetCharge, 0, len(list)+1)
+	for _, e := range list {
+		if e.UID != c.UID {
+			out = append(out, e)
+		}
+	}
+	return append(out, c)
+}
+
+// refund takes back a charge made moments ago, when a later Budget refused
+// the same write.
+func (p *Plugin) refund(ctx context.Context, b *v1alpha1.Budget, req *request) {
+	budgets := p.client.GpuV1alpha1().Budgets(b.Namespace)
+	for attempt := 0; attempt < maxAttempts; attempt++ {
+		cur, err := budgets.Get(ctx, b.Name, metav1.GetOptions{})
+		if err != nil {
+			return
+		}
+		updated := cur.DeepCopy()
+		for k := range updated.Spec.Hard {
+			if d, ok := req.delta[gpu.BudgetResourceName(k)]; ok {
+				d = d.DeepCopy()
+				d.Neg()
+				add(updated, k, d)
+			}
+		}
+		var kept []v1alpha1.BudgetCharge
+		for _, e := range updated.Status.Pending {
+			if e.UID != req.uid {
+				kept = append(kept, e)
+			}
+		}
+		updated.Status.Pending = kept
+		if _, err = budgets.UpdateStatus(ctx, updated, metav1.UpdateOptions{FieldManager: "kiln-budget-admission"}); !apierrors.IsConflict(err) {
+			if err != nil {
+				klog.FromContext(ctx).Error(err, "Refunding budget; the reconciler will repair it", "budget", klog.KObj(b))
+			}
+			return
+		}
+	}
+}

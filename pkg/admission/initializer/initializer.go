@@ -1,0 +1,46 @@
+// Package initializer hands Kiln's admission plugins what they read and
+// write: informers and a client of Kiln's own API, over the server's
+// loopback connection.
+package initializer
+
+import (
+	"k8s.io/apiserver/pkg/admission"
+
+	"kiln.dev/kiln/pkg/generated/clientset/versioned"
+	informers "kiln.dev/kiln/pkg/generated/informers/externalversions"
+)
+
+// WantsKilnInformerFactory is implemented by plugins that read InstanceTypes,
+// Budgets, Instances or Claims from informers.
+type WantsKilnInformerFactory interface {
+	SetKilnInformerFactory(informers.SharedInformerFactory)
+	admission.InitializationValidator
+}
+
+// WantsKilnClient is implemented by plugins that write Kiln objects or read
+// past an informer's lag.
+type WantsKilnClient interface {
+	SetKilnClient(versioned.Interface)
+	admission.InitializationValidator
+}
+
+type pluginInitializer struct {
+	client    versioned.Interface
+	informers informers.SharedInformerFactory
+}
+
+// New returns an initializer for Kiln's plugins. The server starts the
+// factory once every plugin has asked for its informers.
+func New(client versioned.Interface, factory informers.SharedInformerFactory) admission.PluginInitializer {
+	return pluginInitializer{client: client, informers: factory}
+}
+
+// Initialize hands a plugin what it wants.
+func (i pluginInitializer) Initialize(plugin admission.Interface) {
+	if wants, ok := plugin.(WantsKilnInformerFactory); ok {
+		wants.SetKilnInformerFactory(i.informers)
+	}
+	if wants, ok := plugin.(WantsKilnClient); ok {
+		wants.SetKilnClient(i.client)
+	}
+}

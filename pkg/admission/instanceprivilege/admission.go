@@ -1,0 +1,124 @@
+// Package instanceprivilege is the InstancePrivilege admission plugin: a
+// privileged Instance, or one mounting a host path, needs its requester to
+// be allowed "use" on instances/privileged in the namespace.
+package instanceprivilege
+
+import (
+	"context"
+	"fmt"
+	"io"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apiserver/pkg/admission"
+	genericinit "k8s.io/apiserver/pkg/admission/initializer"
+	"k8s.io/apiserver/pkg/authorization/authorizer"
+
+	"kiln.dev/kiln/pkg/apis/gpu"
+)
+
+// PluginName is the name of the plugin in --enable-admission-plugins.
+const PluginName = "InstancePrivilege"
+
+// Register registers the plugin.
+func Register(plugins *admission.Plugins) {
+	plugins.Register(PluginName, func(io.Reader) (admission.Interface, error) { return New(), nil })
+}
+
+// Plugin asks the authorizer before admitting privilege.
+type Plugin struct {
+	*admission.Handler
+	authz authorizer.Authorizer
+}
+
+var (
+	_ admission.ValidationInterface = &Plugin{}
+	_ genericinit.WantsAuthorizer   = &Plugin{}
+)
+
+// New returns the plugin.
+func New() *Plugin {
+	return &Plugin{Handler: admission.NewHandler(admission.Create, admission.Update)}
+}
+
+// SetAuthorizer takes the server's authorizer: in cluster mode the
+// cluster's RBAC, through SubjectAccessReview.
+func (p *Plugin) SetAuthorizer(a authorizer.Authorizer) { p.authz = a }
+
+// ValidateInitialization checks the plugin got an authorizer.
+func (p *Plugin) ValidateInitialization() error {
+	if p.authz == nil {
+		return fmt.Errorf("%s needs an authorizer", PluginName)
+	}
+	return nil
+}
+
+// Validate refuses privilege the requester may not use. Updates are asked
+// about only when they add privilege, so an Instance an admin made
+// privileged can still be stopped or relabelled by its tenant.
+func (p *Plugin) Validate(ctx context.Context, a admission.Attributes, _ admission.ObjectInterfaces) error {
+	if a.GetResource().GroupResource() != gpu.Resource("instances") || a.GetSubresource() != "" {
+		return nil
+	}
+	inst, ok := a.GetObject().(*gpu.Instance)
+	if !ok {
+		return nil
+	}
+	reasons := privileges(inst)
+	if len(reasons) == 0 {
+		return nil
+	}
+	if old, ok := a.GetOldObject().(*gpu.Instance); ok && a.GetOperation() == admission.Update && !adds(privileges(old), reasons) {
+		return nil
+	}
+	decision, why, err := p.authz.Authorize(ctx, authorizer.AttributesRecord{
+		User:            a.GetUserInfo(),
+		Verb:            "use",
+		APIGroup:        gpu.GroupName,
+		APIVersion:      a.GetResource().Version,
+		Resource:        "instances",
+		Subresource:     "privileged",
+		Namespace:       a.GetNamespace(),
+		Name:            a.GetName(),
+		ResourceRequest: true,
+	})
+	if decision == authorizer.DecisionAllow {
+		return nil
+	}
+	if err != nil {
+		return apierrors.NewInternalError(fmt.Errorf("asking whether %q may use instances/privileged: %w", a.GetUserInfo().GetName(), err))
+	}
+	msg := fmt.Sprintf("%s needs \"use\" on instances/privileged in namespace %q, which user %q does not have; a cluster admin can grant it by binding the ClusterRole kiln:privileged-instances",
+		reasons[0], a.GetNamespace(), a.GetUserInfo().GetName())
+	if why != "" {
+		msg += " (" + why + ")"
+	}
+	return admission.NewForbidden(a, fmt.Errorf("%s", msg))
+}
+
+// privileges lists what in the Instance needs the privilege, by field path.
+func privileges(inst *gpu.Instance) []string {
+	var r []string
+	if inst.Spec.Privileged {
+		r = append(r, "spec.privileged")
+	}
+	for i, v := range inst.Spec.Volumes {
+		if v.HostPath != nil {
+			r = append(r, fmt.Sprintf("spec.volumes[%d].hostPath (%s)", i, v.HostPath.Path))
+		}
+	}
+	return r
+}
+
+// adds reports whether now holds a privilege before did not.
+func adds(before, now []string) bool {
+	had := map[string]bool{}
+	for _, b := range before {
+		had[b] = true
+	}
+	for _, n := range now {
+		if !had[n] {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,112 @@
+package apiserver
+
+import (
+	"fmt"
+	"io"
+
+	"k8s.io/apiserver/pkg/admission"
+	genericinit "k8s.io/apiserver/pkg/admission/initializer"
+	admissionmetrics "k8s.io/apiserver/pkg/admission/metrics"
+	"k8s.io/apiserver/pkg/admission/plugin/namespace/lifecycle"
+	genericapiserver "k8s.io/apiserver/pkg/server"
+	genericoptions "k8s.io/apiserver/pkg/server/options"
+	"k8s.io/client-go/rest"
+
+	"kiln.dev/kiln/pkg/admission/budget"
+	kilninit "kiln.dev/kiln/pkg/admission/initializer"
+	"kiln.dev/kiln/pkg/admission/instanceprivilege"
+	"kiln.dev/kiln/pkg/admission/instancesizing"
+	"kiln.dev/kiln/pkg/admission/instancetypeaccess"
+	"kiln.dev/kiln/pkg/generated/clientset/versioned"
+	informers "kiln.dev/kiln/pkg/generated/informers/externalversions"
+)
+
+// KilnPlugins are Kiln's admission plugins in chain order. The mutating
+// one runs before the standard mutating plugins, so webhooks see sized
+// Instances; Budget runs last, so nothing refuses a write after it is
+// charged.
+var KilnPlugins = []string{
+	instancesizing.PluginName,
+	instancetypeaccess.PluginName,
+	instanceprivilege.PluginName,
+	budget.PluginName,
+}
+
+func registerKilnPlugins(plugins *admission.Plugins) {
+	instancesizing.Register(plugins)
+	instancetypeaccess.Register(plugins)
+	instanceprivilege.Register(plugins)
+	budget.Register(plugins)
+}
+
+// configureAdmission places Kiln's plugins in the standard chain of
+// cluster mode: NamespaceLifecycle first, then Kiln's, then the
+// admission-policy and webhook plugins, with Budget at the very end.
+func configureAdmission(a *genericoptions.AdmissionOptions) {
+	registerKilnPlugins(a.Plugins)
+	order := []string{lifecycle.PluginName}
+	order = append(order, KilnPlugins[:len(KilnPlugins)-1]...)
+	for _, p := range a.RecommendedPluginOrder {
+		if p != lifecycle.PluginName {
+			order = append(order, p)
+		}
+	}
+	a.RecommendedPluginOrder = append(order, budget.PluginName)
+}
+
+// kilnClients are what Kiln's plugins and the budget reconciler read and
+// write through: the server's loopback connection to itself.
+type kilnClients struct {
+	client    versioned.Interface
+	informers informers.SharedInformerFactory
+}
+
+func newKilnClients(loopback *rest.Config) (*kilnClients, error) {
+	if loopback == nil {
+		return nil, fmt.Errorf("no loopback client configuration")
+	}
+	cfg := rest.CopyConfig(loopback)
+	// Admission charges Budgets under load: do not queue behind a client
+	// rate limit of our own.
+	cfg.QPS, cfg.Burst = -1, -1
+	client, err := versioned.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return &kilnClients{client: client, informers: informers.NewSharedInformerFactory(client, 0)}, nil
+}
+
+func (k *kilnClients) initializer() admission.PluginInitializer {
+	return kilninit.New(k.client, k.informers)
+}
+
+// standaloneAdmission is the chain of standalone mode: Kiln's plugins
+// alone, since there is no cluster for NamespaceLifecycle or webhooks.
+func standaloneAdmission(c *genericapiserver.RecommendedConfig, k *kilnClients) (admission.Interface, error) {
+	plugins := admission.NewPlugins()
+	registerKilnPlugins(plugins)
+	initializers := admission.PluginInitializers{
+		genericinit.New(nil, nil, nil, c.Authorization.Authorizer, c.FeatureGate, c.EffectiveVersion, c.DrainedNotify(), nil),
+		k.initializer(),
+	}
+	return plugins.NewFromPlugins(KilnPlugins, noConfig{}, initializers,
+		admission.Decorators{admission.DecoratorFunc(admissionmetrics.WithControllerMetrics)})
+}
+
+type noConfig struct{}
+
+func (noConfig) ConfigFor(string) (io.Reader, error) { return nil, nil }
+
+// addKilnHooks starts the informers the plugins registered and the budget
+// reconciler once the server serves.
+func addKilnHooks(s *genericapiserver.GenericAPIServer, k *kilnClients) error {
+	r, err := budget.NewReconciler(k.client, k.informers)
+	if err != nil {
+		return err
+	}
+	return s.AddPostStartHook("kiln-admission-informers", func(hc genericapiserver.PostStartHookContext) error {
+		k.informers.Start(hc.Done())
+		go r.Run(hc, 2)
+		return nil
+	})
+}
