@@ -21,7 +21,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apiserver/pkg/admission"
 	"k8s.io/klog/v2"
@@ -51,10 +50,9 @@ func Register(plugins *admission.Plugins) {
 // Plugin charges Budgets.
 type Plugin struct {
 	*admission.Handler
-	budgets listers.BudgetLister
-	types   listers.InstanceTypeLister
-	client  versioned.Interface
-	now     func() time.Time
+	types  listers.InstanceTypeLister
+	client versioned.Interface
+	now    func() time.Time
 }
 
 var (
@@ -68,12 +66,12 @@ func New() *Plugin {
 	return &Plugin{Handler: admission.NewHandler(admission.Create, admission.Update), now: time.Now}
 }
 
-// SetKilnInformerFactory takes the Budget and InstanceType listers.
+// SetKilnInformerFactory takes the InstanceType lister. Budgets are read
+// from the server itself (see Validate).
 func (p *Plugin) SetKilnInformerFactory(f informers.SharedInformerFactory) {
-	b, t := f.Gpu().V1alpha1().Budgets(), f.Gpu().V1alpha1().InstanceTypes()
-	p.budgets, p.types = b.Lister(), t.Lister()
-	bs, ts := b.Informer().HasSynced, t.Informer().HasSynced
-	p.SetReadyFunc(func() bool { return bs() && ts() })
+	t := f.Gpu().V1alpha1().InstanceTypes()
+	p.types = t.Lister()
+	p.SetReadyFunc(t.Informer().HasSynced)
 }
 
 // SetKilnClient takes the client that writes Budget status.
@@ -81,8 +79,8 @@ func (p *Plugin) SetKilnClient(c versioned.Interface) { p.client = c }
 
 // ValidateInitialization checks the plugin got what it needs.
 func (p *Plugin) ValidateInitialization() error {
-	if p.budgets == nil || p.types == nil || p.client == nil {
-		return fmt.Errorf("%s needs the Budget and InstanceType listers and a Kiln client", PluginName)
+	if p.types == nil || p.client == nil {
+		return fmt.Errorf("%s needs the InstanceType lister and a Kiln client", PluginName)
 	}
 	return nil
 }
@@ -108,15 +106,18 @@ func (p *Plugin) Validate(ctx context.Context, a admission.Attributes, _ admissi
 		return err
 	}
 	if !p.WaitForReady() {
-		return admission.NewForbidden(a, fmt.Errorf("not yet ready to handle request: Budgets are still loading"))
+		return admission.NewForbidden(a, fmt.Errorf("not yet ready to handle request: InstanceTypes are still loading"))
 	}
-	all, err := p.budgets.Budgets(a.GetNamespace()).List(labels.Everything())
+	// A consistent read, not the informer: a Budget created a moment ago
+	// binds every write that follows its creation, and an informer that has
+	// not seen it yet would let those through uncharged.
+	all, err := p.client.GpuV1alpha1().Budgets(a.GetNamespace()).List(ctx, metav1.ListOptions{})
 	if err != nil {
-		return apierrors.NewInternalError(err)
+		return apierrors.NewInternalError(fmt.Errorf("reading the budgets of namespace %q: %w", a.GetNamespace(), err))
 	}
 	var affected []*v1alpha1.Budget
-	for _, b := range all {
-		if names(b.Spec.Hard, req.delta) {
+	for i := range all.Items {
+		if b := &all.Items[i]; names(b.Spec.Hard, req.delta) {
 			affected = append(affected, b)
 		}
 	}
@@ -222,22 +223,12 @@ func names(hard v1alpha1.BudgetResourceList, delta gpu.BudgetResourceList) bool 
 	return false
 }
 
-// charge adds req to one Budget by compare-and-swap, or refuses it. The
-// first attempt works on the informer's copy; a conflict, or a refusal
-// from that copy, is retried on a fresh read.
+// charge adds req to one Budget by compare-and-swap, or refuses it. A
+// conflict means another charge landed first: read again and retry.
 func (p *Plugin) charge(ctx context.Context, a admission.Attributes, b *v1alpha1.Budget, req *request) error {
 	budgets := p.client.GpuV1alpha1().Budgets(b.Namespace)
-	fresh := false
 	for attempt := 0; attempt < maxAttempts; attempt++ {
 		if over := exceeds(b, req.delta); over != "" {
-			if !fresh {
-				var err error
-				if b, err = p.reread(ctx, b); b == nil {
-					return err
-				}
-				fresh = true
-				continue
-			}
 			return admission.NewForbidden(a, fmt.Errorf("%s", over))
 		}
 		if a.IsDryRun() {
@@ -262,7 +253,6 @@ func (p *Plugin) charge(ctx context.Context, a admission.Attributes, b *v1alpha1
 			if b, err = p.reread(ctx, b); b == nil {
 				return err
 			}
-			fresh = true
 		case apierrors.IsNotFound(err):
 			// The Budget was deleted meanwhile: nothing to charge.
 			return nil

@@ -1,0 +1,428 @@
+package budget_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/utils/ptr"
+
+	gpuv1 "kiln.dev/kiln/pkg/apis/gpu/v1alpha1"
+	"kiln.dev/kiln/pkg/apiserver/testserver"
+	"kiln.dev/kiln/pkg/generated/clientset/versioned"
+)
+
+// These tests run the real server in-process, on a real embedded etcd, with
+// the whole admission chain.
+
+var client versioned.Interface
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "kiln-budget-test-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	server, err := testserver.Start(dir, io.Discard, nil)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "starting test server:", err)
+		os.Exit(1)
+	}
+	client = versioned.NewForConfigOrDie(server.Config)
+	for _, it := range []*gpuv1.InstanceType{
+		{
+			ObjectMeta: metav1.ObjectMeta{Name: "h100"},
+			Spec: gpuv1.InstanceTypeSpec{
+				Accelerator: &gpuv1.Accelerator{
+					Vendor: "nvidia", Model: "NVIDIA-H100-80GB-HBM3", Memory: resource.MustParse("80Gi"),
+					MaxPerInstance: 8, Exclusive: &gpuv1.ExclusiveSharing{},
+					Partitions: []gpuv1.PartitionProfile{{Name: "3g.40gb", Memory: resource.MustParse("40Gi")}},
+				},
+				ResourcesPerCard: gpuv1.HostResources{CPU: ptr.To(resource.MustParse("24"))},
+			},
+		},
+	} {
+		if _, err := client.GpuV1alpha1().InstanceTypes().Create(context.Background(), it, metav1.CreateOptions{}); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+	}
+	code := m.Run()
+	server.Stop()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+func ctx(t *testing.T) context.Context {
+	c, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	t.Cleanup(cancel)
+	return c
+}
+
+func instance(ns, name, typ string, cards int32) *gpuv1.Instance {
+	return &gpuv1.Instance{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Spec: gpuv1.InstanceSpec{
+			Type: typ, Image: "busybox:1",
+			Resources: gpuv1.InstanceResources{Accelerators: ptr.To(cards)},
+		},
+	}
+}
+
+func createBudget(t *testing.T, ns, name string, hard gpuv1.BudgetResourceList) {
+	t.Helper()
+	b := &gpuv1.Budget{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}, Spec: gpuv1.BudgetSpec{Hard: hard}}
+	if _, err := client.GpuV1alpha1().Budgets(ns).Create(ctx(t), b, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func budget(t *testing.T, ns, name string) *gpuv1.Budget {
+	t.Helper()
+	b, err := client.GpuV1alpha1().Budgets(ns).Get(ctx(t), name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func used(b *gpuv1.Budget, key gpuv1.BudgetResourceName) string {
+	q := b.Status.Used[key]
+	return q.String()
+}
+
+// waitSettled waits until the reconciler has nothing pending and used
+// equals want, and fails with what it saw otherwise.
+func waitSettled(t *testing.T, ns, name string, key gpuv1.BudgetResourceName, want string, within time.Duration) {
+	t.Helper()
+	var b *gpuv1.Budget
+	err := wait.PollUntilContextTimeout(ctx(t), 50*time.Millisecond, within, true, func(ctx context.Context) (bool, error) {
+		var err error
+		b, err = client.GpuV1alpha1().Budgets(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		q := b.Status.Used[key]
+		return len(b.Status.Pending) == 0 && q.Cmp(resource.MustParse(want)) == 0, nil
+	})
+	if err != nil {
+		t.Fatalf("budget %s/%s: used %s = %s with %d pending, want %s with none pending", ns, name, key, used(b, key), len(b.Status.Pending), want)
+	}
+}
+
+// TestContendedCreates: 50 concurrent creates of one-card Instances against
+// a Budget of 8 cards, ten times over. Exactly 8 get in each time, and the
+// refusals say why.
+func TestContendedCreates(t *testing.T) {
+	for round := range 10 {
+		ns := fmt.Sprintf("contention-%d", round)
+		createBudget(t, ns, "team", gpuv1.BudgetResourceList{gpuv1.BudgetAccelerators: resource.MustParse("8")})
+		var admitted atomic.Int32
+		var wg sync.WaitGroup
+		errs := make(chan error, 50)
+		for i := range 50 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				_, err := client.GpuV1alpha1().Instances(ns).Create(ctx(t), instance(ns, fmt.Sprintf("i-%02d", i), "h100", 1), metav1.CreateOptions{})
+				if err == nil {
+					admitted.Add(1)
+					return
+				}
+				errs <- err
+			}()
+		}
+		wg.Wait()
+		close(errs)
+		if got := admitted.Load(); got != 8 {
+			t.Errorf("round %d: %d of 50 creates admitted, want exactly 8", round, got)
+		}
+		for err := range errs {
+			want := `exceeds budget "team": accelerators used 8 + requested 1 > hard 8`
+			if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), want) {
+				t.Errorf("round %d: refusal %v, want 403 %q", round, err, want)
+			}
+		}
+		// Charged exactly once each, right after the creates.
+		if got := used(budget(t, ns, "team"), gpuv1.BudgetAccelerators); got != "8" {
+			t.Errorf("round %d: used accelerators = %s right after the creates, want 8", round, got)
+		}
+		list, err := client.GpuV1alpha1().Instances(ns).List(ctx(t), metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(list.Items) != 8 {
+			t.Errorf("round %d: %d Instances stored, want 8", round, len(list.Items))
+		}
+		waitSettled(t, ns, "team", gpuv1.BudgetAccelerators, "8", 30*time.Second)
+	}
+}
+
+// TestContendedMix: concurrent creates, stops, starts and deletes. At no
+// point are more than 8 cards running, and afterwards used equals a
+// recount of the stored Instances.
+func TestContendedMix(t *testing.T) {
+	t.Parallel()
+	const ns, limit = "mix", 8
+	createBudget(t, ns, "team", gpuv1.BudgetResourceList{
+		gpuv1.BudgetAccelerators: resource.MustParse(fmt.Sprint(limit)),
+		gpuv1.BudgetInstances:    resource.MustParse("6"),
+	})
+	instances := client.GpuV1alpha1().Instances(ns)
+	var (
+		wg      sync.WaitGroup
+		created atomic.Int32
+		stop    = make(chan struct{})
+	)
+	// Sample the stored state while the writers run.
+	var overs atomic.Int32
+	go func() {
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			list, err := instances.List(context.Background(), metav1.ListOptions{})
+			if err == nil {
+				if cards, n := runningCards(list.Items); cards > limit || n > 6 {
+					overs.Add(1)
+				}
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}()
+	for w := range 10 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r := rand.New(rand.NewPCG(uint64(w), 42))
+			for range 40 {
+				name := fmt.Sprintf("m-%d", r.IntN(12))
+				switch r.IntN(4) {
+				case 0:
+					cards := int32(1 + r.IntN(3))
+					if _, err := instances.Create(context.Background(), instance(ns, name, "h100", cards), metav1.CreateOptions{}); err == nil {
+						created.Add(1)
+					}
+				case 1, 2:
+					// stop or start
+					cur, err := instances.Get(context.Background(), name, metav1.GetOptions{})
+					if err != nil {
+						continue
+					}
+					cur.Spec.Stopped = !cur.Spec.Stopped
+					_, _ = instances.Update(context.Background(), cur, metav1.UpdateOptions{})
+				case 3:
+					_ = instances.Delete(context.Background(), name, metav1.DeleteOptions{})
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(stop)
+	if n := overs.Load(); n > 0 {
+		t.Errorf("%d samples saw more than %d cards or 6 Instances running", n, limit)
+	}
+	if created.Load() == 0 {
+		t.Fatal("no create was admitted: the mix exercised nothing")
+	}
+	list, err := instances.List(ctx(t), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cards, n := runningCards(list.Items)
+	t.Logf("%d creates admitted; %d Instances stored, %d running with %d cards", created.Load(), len(list.Items), n, cards)
+	waitSettled(t, ns, "team", gpuv1.BudgetAccelerators, fmt.Sprint(cards), 30*time.Second)
+	waitSettled(t, ns, "team", gpuv1.BudgetInstances, fmt.Sprint(n), 30*time.Second)
+}
+
+func runningCards(items []gpuv1.Instance) (cards, n int) {
+	for _, i := range items {
+		if !i.Spec.Stopped {
+			cards += int(*i.Spec.Resources.Accelerators)
+			n++
+		}
+	}
+	return cards, n
+}
+
+// TestStopReleasesAndStartIsCharged: stopping gives the cards back; a
+// stopped Instance's start is charged again and refused when the budget
+// filled meanwhile.
+func TestStopReleasesAndStartIsCharged(t *testing.T) {
+	t.Parallel()
+	const ns = "stop-start"
+	c := ctx(t)
+	instances := client.GpuV1alpha1().Instances(ns)
+	createBudget(t, ns, "team", gpuv1.BudgetResourceList{gpuv1.BudgetAccelerators: resource.MustParse("2")})
+	for _, name := range []string{"a", "b"} {
+		if _, err := instances.Create(c, instance(ns, name, "h100", 1), metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, err := instances.Create(c, instance(ns, "c", "h100", 1), metav1.CreateOptions{})
+	if want := `instances.gpu.kiln.dev "c" is forbidden: exceeds budget "team": accelerators used 2 + requested 1 > hard 2`; err == nil || err.Error() != want {
+		t.Fatalf("third create: %v, want %q", err, want)
+	}
+
+	a, err := instances.Get(c, "a", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.Spec.Stopped = true
+	if a, err = instances.Update(c, a, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitSettled(t, ns, "team", gpuv1.BudgetAccelerators, "1", 30*time.Second)
+	if _, err := instances.Create(c, instance(ns, "c", "h100", 1), metav1.CreateOptions{}); err != nil {
+		t.Fatalf("create after the stop released a card: %v", err)
+	}
+
+	a.Spec.Stopped = false
+	_, err = instances.Update(c, a, metav1.UpdateOptions{})
+	if want := `instances.gpu.kiln.dev "a" is forbidden: exceeds budget "team": accelerators used 2 + requested 1 > hard 2`; err == nil || err.Error() != want {
+		t.Fatalf("start with the budget full: %v, want %q", err, want)
+	}
+	if got, _ := instances.Get(c, "a", metav1.GetOptions{}); !got.Spec.Stopped {
+		t.Error("the refused start was stored")
+	}
+}
+
+// TestHeldTypeRefusesStart: Hold stops new Instances and starts, not edits.
+func TestHeldTypeRefusesStart(t *testing.T) {
+	t.Parallel()
+	const ns = "held"
+	c := ctx(t)
+	types := client.GpuV1alpha1().InstanceTypes()
+	it, err := types.Get(c, "h100", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	held := it.DeepCopy()
+	held.ObjectMeta = metav1.ObjectMeta{Name: "h100-held"}
+	if held, err = types.Create(c, held, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	instances := client.GpuV1alpha1().Instances(ns)
+	if _, err := instances.Create(c, instance(ns, "parked", "h100-held", 1), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	parked, err := instances.Get(c, "parked", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	parked.Spec.Stopped = true
+	if parked, err = instances.Update(c, parked, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	held.Spec.Hold = gpuv1.HoldNew
+	if _, err := types.Update(c, held, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	want := func(name string) string {
+		return fmt.Sprintf(`instances.gpu.kiln.dev %q is forbidden: instancetype "h100-held" is on Hold and takes no new starts; running Instances are unaffected, try again when a cluster admin reopens it or choose another type`, name)
+	}
+	// The plugins read types from an informer: wait for it to see Hold.
+	err = wait.PollUntilContextTimeout(c, 50*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
+		_, err := instances.Create(ctx, instance(ns, "new", "h100-held", 1), metav1.CreateOptions{})
+		return err != nil && err.Error() == want("new"), nil
+	})
+	if err != nil {
+		t.Fatalf("a create on a held type was not refused with %q", want("new"))
+	}
+	parked.Spec.Stopped = false
+	if _, err := instances.Update(c, parked, metav1.UpdateOptions{}); err == nil || err.Error() != want("parked") {
+		t.Fatalf("start on a held type: %v, want %q", err, want("parked"))
+	}
+	parked.Spec.Stopped = true
+	parked.Labels = map[string]string{"edited": "yes"}
+	if _, err := instances.Update(c, parked, metav1.UpdateOptions{}); err != nil {
+		t.Errorf("an edit of a stopped Instance of a held type was refused: %v", err)
+	}
+}
+
+// TestDryRunIsNeverCharged: a dry run is checked, and never charged.
+func TestDryRunIsNeverCharged(t *testing.T) {
+	t.Parallel()
+	const ns = "dry-run"
+	c := ctx(t)
+	createBudget(t, ns, "team", gpuv1.BudgetResourceList{gpuv1.BudgetAccelerators: resource.MustParse("4")})
+	dry := metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}
+	instances := client.GpuV1alpha1().Instances(ns)
+	got, err := instances.Create(c, instance(ns, "fits", "h100", 4), dry)
+	if err != nil {
+		t.Fatalf("dry run that fits: %v", err)
+	}
+	if cpu := got.Spec.Resources.CPU; cpu == nil || cpu.String() != "96" {
+		t.Errorf("dry run returned cpu %v, want the sized 96", cpu)
+	}
+	_, err = instances.Create(c, instance(ns, "too-big", "h100", 5), dry)
+	if want := `instances.gpu.kiln.dev "too-big" is forbidden: exceeds budget "team": accelerators used 0 + requested 5 > hard 4`; err == nil || err.Error() != want {
+		t.Errorf("dry run over the budget: %v, want %q", err, want)
+	}
+	b := budget(t, ns, "team")
+	if q := b.Status.Used[gpuv1.BudgetAccelerators]; !q.IsZero() || len(b.Status.Pending) != 0 {
+		t.Errorf("dry runs changed the budget: used %s, %d pending", q.String(), len(b.Status.Pending))
+	}
+	if l, _ := instances.List(c, metav1.ListOptions{}); len(l.Items) != 0 {
+		t.Errorf("a dry run stored %d Instances", len(l.Items))
+	}
+}
+
+// TestReconcilerRepairs: charges whose write failed, or that drifted, are
+// brought back to a recount of the stored objects.
+func TestReconcilerRepairs(t *testing.T) {
+	t.Parallel()
+	const ns = "repair"
+	c := ctx(t)
+	createBudget(t, ns, "team", gpuv1.BudgetResourceList{gpuv1.BudgetAccelerators: resource.MustParse("8")})
+	instances := client.GpuV1alpha1().Instances(ns)
+	if _, err := instances.Create(c, instance(ns, "one", "h100", 1), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// A create that is charged, then fails in storage: the name is taken.
+	if _, err := instances.Create(c, instance(ns, "one", "h100", 3), metav1.CreateOptions{}); !apierrors.IsAlreadyExists(err) {
+		t.Fatalf("duplicate create: %v, want AlreadyExists", err)
+	}
+	waitSettled(t, ns, "team", gpuv1.BudgetAccelerators, "1", time.Minute)
+
+	// A charge in flight whose object never appears, and drift of used.
+	b := budget(t, ns, "team")
+	b.Status.Used[gpuv1.BudgetAccelerators] = resource.MustParse("7")
+	b.Status.Pending = append(b.Status.Pending, gpuv1.BudgetCharge{
+		Kind: "Instance", Name: "lost", UID: types.UID("lost-uid"), Time: metav1.Now(),
+		Charge: gpuv1.BudgetResourceList{gpuv1.BudgetAccelerators: resource.MustParse("2")},
+	})
+	if _, err := client.GpuV1alpha1().Budgets(ns).UpdateStatus(c, b, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// Until the lost charge expires it is still counted: 1 stored + 2.
+	waitFor(t, 10*time.Second, func() bool {
+		b := budget(t, ns, "team")
+		return used(b, gpuv1.BudgetAccelerators) == "3" && len(b.Status.Pending) == 1
+	}, "the drift repaired, with the charge in flight kept")
+	// Then it is dropped: within a minute of the failed write.
+	waitSettled(t, ns, "team", gpuv1.BudgetAccelerators, "1", time.Minute)
+}
+
+func waitFor(t *testing.T, within time.Duration, cond func() bool, what string) {
+	t.Helper()
+	if err := wait.PollUntilContextTimeout(ctx(t), 50*time.Millisecond, within, true, func(context.Context) (bool, error) {
+		return cond(), nil
+	}); err != nil {
+		t.Fatalf("waited %s for %s", within, what)
+	}
+}
