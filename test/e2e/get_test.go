@@ -144,7 +144,7 @@ func TestWatch(t *testing.T) {
 			return event{"DELETED", "w2", ""}
 		},
 		func() event {
-			mustKubectl(t, admin(), instance("w3", ns, "cpu", "busybox:1"), "create", "-f", "-")
+			mustKubectl(t, admin(), instance("w3", ns, "h100", "busybox:1"), "create", "-f", "-")
 			return event{"ADDED", "w3", rv("w3")}
 		},
 		func() event {

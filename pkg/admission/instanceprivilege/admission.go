@@ -64,10 +64,10 @@ func (p *Plugin) Validate(ctx context.Context, a admission.Attributes, _ admissi
 		return nil
 	}
 	reasons := privileges(inst)
-	if len(reasons) == 0 {
-		return nil
+	if old, ok := a.GetOldObject().(*gpu.Instance); ok && a.GetOperation() == admission.Update {
+		reasons = added(privileges(old), reasons)
 	}
-	if old, ok := a.GetOldObject().(*gpu.Instance); ok && a.GetOperation() == admission.Update && !adds(privileges(old), reasons) {
+	if len(reasons) == 0 {
 		return nil
 	}
 	decision, why, err := p.authz.Authorize(ctx, authorizer.AttributesRecord{
@@ -88,37 +88,44 @@ func (p *Plugin) Validate(ctx context.Context, a admission.Attributes, _ admissi
 		return apierrors.NewInternalError(fmt.Errorf("asking whether %q may use instances/privileged: %w", a.GetUserInfo().GetName(), err))
 	}
 	msg := fmt.Sprintf("%s needs \"use\" on instances/privileged in namespace %q, which user %q does not have; a cluster admin can grant it by binding the ClusterRole kiln:privileged-instances",
-		reasons[0], a.GetNamespace(), a.GetUserInfo().GetName())
+		reasons[0].field, a.GetNamespace(), a.GetUserInfo().GetName())
 	if why != "" {
 		msg += " (" + why + ")"
 	}
 	return admission.NewForbidden(a, fmt.Errorf("%s", msg))
 }
 
-// privileges lists what in the Instance needs the privilege, by field path.
-func privileges(inst *gpu.Instance) []string {
-	var r []string
+// privilege is one thing in an Instance that needs the privilege: key says
+// what, field where it is.
+type privilege struct{ key, field string }
+
+// privileges lists what in the Instance needs the privilege.
+func privileges(inst *gpu.Instance) []privilege {
+	var r []privilege
 	if inst.Spec.Privileged {
-		r = append(r, "spec.privileged")
+		r = append(r, privilege{key: "privileged", field: "spec.privileged"})
 	}
 	for i, v := range inst.Spec.Volumes {
 		if v.HostPath != nil {
-			r = append(r, fmt.Sprintf("spec.volumes[%d].hostPath (%s)", i, v.HostPath.Path))
+			// Keyed by path, not index: adding or reordering other volumes
+			// adds no privilege.
+			r = append(r, privilege{key: "hostPath " + v.HostPath.Path, field: fmt.Sprintf("spec.volumes[%d].hostPath (%s)", i, v.HostPath.Path)})
 		}
 	}
 	return r
 }
 
-// adds reports whether now holds a privilege before did not.
-func adds(before, now []string) bool {
+// added returns the privileges of now that before did not hold.
+func added(before, now []privilege) []privilege {
 	had := map[string]bool{}
 	for _, b := range before {
-		had[b] = true
+		had[b.key] = true
 	}
+	var r []privilege
 	for _, n := range now {
-		if !had[n] {
-			return true
+		if !had[n.key] {
+			r = append(r, n)
 		}
 	}
-	return false
+	return r
 }

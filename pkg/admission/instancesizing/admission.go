@@ -8,6 +8,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -200,7 +201,7 @@ func Size(inst, old *gpu.Instance, t *v1alpha1.InstanceType) field.ErrorList {
 		return nil
 	}
 	milli := share.MilliCards
-	shareText := fmt.Sprintf("%s of a card", cardsText(milli))
+	shareText := shareOfCards(milli)
 	if t.Spec.Accelerator == nil {
 		// A CPU-only type's resourcesPerCard is what one Instance gets.
 		milli, shareText = 1000, "one CPU-only Instance"
@@ -242,11 +243,24 @@ func Size(inst, old *gpu.Instance, t *v1alpha1.InstanceType) field.ErrorList {
 	return errs
 }
 
+// shareOfCards says how much an Instance holds: "2 cards", "1 card",
+// "0.25 of a card".
+func shareOfCards(milli int64) string {
+	switch {
+	case milli == 1000:
+		return "1 card"
+	case milli%1000 == 0:
+		return fmt.Sprintf("%d cards", milli/1000)
+	}
+	return cardsText(milli) + " of a card"
+}
+
 func cardsText(milli int64) string {
 	if milli%1000 == 0 {
 		return fmt.Sprintf("%d", milli/1000)
 	}
-	return resource.NewMilliQuantity(milli, resource.DecimalSI).AsDec().String()
+	// Shortest form: "0.25", not the "0.250" of a milli-scaled decimal.
+	return strconv.FormatFloat(float64(milli)/1000, 'f', -1, 64)
 }
 
 // bigMul is a*milli/1000 in milli-units of a's quantity: milli-value times

@@ -1,0 +1,275 @@
+package accounting
+
+import (
+	"reflect"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"kiln.dev/kiln/pkg/apis/gpu"
+	"kiln.dev/kiln/pkg/apis/gpu/v1alpha1"
+)
+
+func ptrTo[T any](v T) *T { return &v }
+
+// h100 has 80Gi cards and MIG profiles named in decimal gigabytes, as NVIDIA
+// names them, so a 10GB partition is not a whole number of milli-cards.
+func h100() *v1alpha1.InstanceType {
+	return &v1alpha1.InstanceType{
+		ObjectMeta: metav1.ObjectMeta{Name: "h100"},
+		Spec: v1alpha1.InstanceTypeSpec{Accelerator: &v1alpha1.Accelerator{
+			Vendor: "nvidia", Model: "NVIDIA-H100-80GB-HBM3", Memory: resource.MustParse("80Gi"),
+			MaxPerInstance: 8, Exclusive: &v1alpha1.ExclusiveSharing{}, Sliced: &v1alpha1.SlicedSharing{},
+			Partitions: []v1alpha1.PartitionProfile{
+				{Name: "3g.40gb", Memory: resource.MustParse("40Gi")},
+				{Name: "1g.10gb", Memory: resource.MustParse("10G")},
+			},
+		}},
+	}
+}
+
+func cpuOnly() *v1alpha1.InstanceType {
+	return &v1alpha1.InstanceType{ObjectMeta: metav1.ObjectMeta{Name: "cpu"}}
+}
+
+func TestShareOf(t *testing.T) {
+	cases := []struct {
+		name       string
+		req        Request
+		t          *v1alpha1.InstanceType
+		wantMilli  int64
+		wantMemory string
+		wantErr    string
+	}{
+		{name: "one card", req: Request{Type: "h100", Cards: ptrTo(int32(1))}, t: h100(),
+			wantMilli: 1000, wantMemory: "80Gi"},
+		{name: "four cards", req: Request{Type: "h100", Cards: ptrTo(int32(4))}, t: h100(),
+			wantMilli: 4000, wantMemory: "320Gi"},
+		{name: "zero cards", req: Request{Type: "h100", Cards: ptrTo(int32(0))}, t: h100(),
+			wantMilli: 0, wantMemory: "0"},
+		{name: "25% slice", req: Request{Type: "h100", SlicePercent: 25}, t: h100(),
+			wantMilli: 250, wantMemory: "20Gi"},
+		// 33% of 80Gi is 28346784153.6 bytes: a byte is not split.
+		{name: "33% slice rounds memory up to a byte", req: Request{Type: "h100", SlicePercent: 33}, t: h100(),
+			wantMilli: 330, wantMemory: "28346784154"},
+		{name: "100% slice", req: Request{Type: "h100", SlicePercent: 100}, t: h100(),
+			wantMilli: 1000, wantMemory: "80Gi"},
+		{name: "half-card partition", req: Request{Type: "h100", Partition: "3g.40gb"}, t: h100(),
+			wantMilli: 500, wantMemory: "40Gi"},
+		// 10e9 / 80Gi is 116.4 milli-cards.
+		{name: "partition rounds up to a milli-card", req: Request{Type: "h100", Partition: "1g.10gb"}, t: h100(),
+			wantMilli: 117, wantMemory: "10G"},
+		{name: "unknown partition profile", req: Request{Type: "h100", Partition: "2g.20gb"}, t: h100(),
+			wantErr: `instancetype "h100" has no partition profile "2g.20gb"`},
+		{name: "partition wins over cards", req: Request{Type: "h100", Cards: ptrTo(int32(2)), Partition: "3g.40gb"}, t: h100(),
+			wantMilli: 500, wantMemory: "40Gi"},
+		{name: "GPU type, nothing asked", req: Request{Type: "h100"}, t: h100(),
+			wantMilli: 0, wantMemory: "0"},
+		{name: "CPU-only type holds nothing", req: Request{Type: "cpu"}, t: cpuOnly(),
+			wantMilli: 0, wantMemory: "0"},
+		{name: "CPU-only type ignores a card request", req: Request{Type: "cpu", Cards: ptrTo(int32(2))}, t: cpuOnly(),
+			wantMilli: 0, wantMemory: "0"},
+		{name: "CPU-only type ignores a partition", req: Request{Type: "cpu", Partition: "1g.10gb"}, t: cpuOnly(),
+			wantMilli: 0, wantMemory: "0"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := ShareOf(tc.req, tc.t)
+			if tc.wantErr != "" {
+				if err == nil || err.Error() != tc.wantErr {
+					t.Fatalf("error %v, want %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("unexpected error: %v", err)
+			}
+			if got.MilliCards != tc.wantMilli {
+				t.Errorf("milli-cards %d, want %d", got.MilliCards, tc.wantMilli)
+			}
+			if s := got.Memory.String(); s != tc.wantMemory {
+				t.Errorf("memory %s, want %s", s, tc.wantMemory)
+			}
+		})
+	}
+}
+
+// The share must not alias the type's partition memory: the Budget plugin
+// sums shares and would otherwise change the cached InstanceType.
+func TestShareOfCopiesPartitionMemory(t *testing.T) {
+	it := h100()
+	share, err := ShareOf(Request{Partition: "3g.40gb"}, it)
+	if err != nil {
+		t.Fatal(err)
+	}
+	share.Memory.Add(resource.MustParse("1Gi"))
+	if s := it.Spec.Accelerator.Partitions[0].Memory.String(); s != "40Gi" {
+		t.Errorf("type's partition memory became %s", s)
+	}
+}
+
+func TestCharge(t *testing.T) {
+	cases := []struct {
+		name     string
+		share    Share
+		typeName string
+		instance bool
+		want     map[gpu.BudgetResourceName]string
+	}{
+		{name: "instance on two cards", share: Share{MilliCards: 2000, Memory: resource.MustParse("160Gi")}, typeName: "h100", instance: true,
+			want: map[gpu.BudgetResourceName]string{"accelerators": "2", "accelerators.h100": "2", "accelerator-memory": "160Gi", "instances": "1"}},
+		{name: "claim on two cards has no instances key", share: Share{MilliCards: 2000, Memory: resource.MustParse("160Gi")}, typeName: "h100",
+			want: map[gpu.BudgetResourceName]string{"accelerators": "2", "accelerators.h100": "2", "accelerator-memory": "160Gi"}},
+		{name: "slice is fractional", share: Share{MilliCards: 250, Memory: resource.MustParse("20Gi")}, typeName: "h100", instance: true,
+			want: map[gpu.BudgetResourceName]string{"accelerators": "250m", "accelerators.h100": "250m", "accelerator-memory": "20Gi", "instances": "1"}},
+		{name: "partition is fractional", share: Share{MilliCards: 117, Memory: resource.MustParse("10G")}, typeName: "h100",
+			want: map[gpu.BudgetResourceName]string{"accelerators": "117m", "accelerators.h100": "117m", "accelerator-memory": "10G"}},
+		{name: "more than a card, not whole", share: Share{MilliCards: 1500, Memory: resource.MustParse("120Gi")}, typeName: "a100", instance: true,
+			want: map[gpu.BudgetResourceName]string{"accelerators": "1500m", "accelerators.a100": "1500m", "accelerator-memory": "120Gi", "instances": "1"}},
+		{name: "CPU-only instance counts as an instance only", share: Share{}, typeName: "cpu", instance: true,
+			want: map[gpu.BudgetResourceName]string{"accelerators": "0", "accelerators.cpu": "0", "accelerator-memory": "0", "instances": "1"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got := Charge(tc.share, tc.typeName, tc.instance)
+			if len(got) != len(tc.want) {
+				t.Errorf("keys %v, want %v", got, tc.want)
+			}
+			for k, w := range tc.want {
+				q, ok := got[k]
+				if !ok {
+					t.Errorf("no %s", k)
+					continue
+				}
+				if s := q.String(); s != w {
+					t.Errorf("%s = %s, want %s", k, s, w)
+				}
+			}
+		})
+	}
+}
+
+// A whole number of cards is stored at scale 0, as a parsed "3" is, so
+// that a charge and a Budget limit written by hand compare equal even with
+// reflect.DeepEqual; String() alone cannot tell (3000m prints as "3").
+func TestChargeWholeCardsHaveNoMilliScale(t *testing.T) {
+	got := Charge(Share{MilliCards: 3000}, "h100", false)
+	for _, k := range []gpu.BudgetResourceName{gpu.BudgetAccelerators, "accelerators.h100"} {
+		if q := got[k]; !reflect.DeepEqual(q, *resource.NewQuantity(3, resource.DecimalSI)) {
+			t.Errorf("%s = %#v, want a whole quantity 3", k, q)
+		}
+	}
+}
+
+func TestRequestEqual(t *testing.T) {
+	cases := []struct {
+		name string
+		a, b Request
+		want bool
+	}{
+		{name: "empty", want: true},
+		{name: "same cards, distinct pointers", a: Request{Type: "h100", Cards: ptrTo(int32(2))}, b: Request{Type: "h100", Cards: ptrTo(int32(2))}, want: true},
+		{name: "different card counts", a: Request{Type: "h100", Cards: ptrTo(int32(1))}, b: Request{Type: "h100", Cards: ptrTo(int32(2))}},
+		{name: "nil cards and zero cards differ", a: Request{Type: "h100"}, b: Request{Type: "h100", Cards: ptrTo(int32(0))}},
+		{name: "zero cards and nil cards differ", a: Request{Type: "h100", Cards: ptrTo(int32(0))}, b: Request{Type: "h100"}},
+		{name: "different types", a: Request{Type: "h100", Cards: ptrTo(int32(1))}, b: Request{Type: "a100", Cards: ptrTo(int32(1))}},
+		{name: "same slice", a: Request{Type: "h100", SlicePercent: 25}, b: Request{Type: "h100", SlicePercent: 25}, want: true},
+		{name: "different slices", a: Request{Type: "h100", SlicePercent: 25}, b: Request{Type: "h100", SlicePercent: 50}},
+		{name: "same partition", a: Request{Type: "h100", Partition: "1g.10gb"}, b: Request{Type: "h100", Partition: "1g.10gb"}, want: true},
+		{name: "different partitions", a: Request{Type: "h100", Partition: "1g.10gb"}, b: Request{Type: "h100", Partition: "3g.40gb"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := tc.a.Equal(tc.b); got != tc.want {
+				t.Errorf("%+v.Equal(%+v) = %v, want %v", tc.a, tc.b, got, tc.want)
+			}
+		})
+	}
+}
+
+// The four readers give the same Request for the same spec, whatever the
+// kind or version.
+func TestRequestReaders(t *testing.T) {
+	two := ptrTo(int32(2))
+	cases := []struct {
+		name string
+		got  Request
+		want Request
+	}{
+		{name: "internal Instance, cards",
+			got:  InstanceRequest(&gpu.InstanceSpec{Type: "h100", Resources: gpu.InstanceResources{Accelerators: two}}),
+			want: Request{Type: "h100", Cards: two}},
+		{name: "internal Instance, slice",
+			got:  InstanceRequest(&gpu.InstanceSpec{Type: "h100", Resources: gpu.InstanceResources{Slice: &gpu.SliceRequest{MemoryPercent: 25, CoresPercent: 50}}}),
+			want: Request{Type: "h100", SlicePercent: 25}},
+		{name: "internal Instance, partition",
+			got:  InstanceRequest(&gpu.InstanceSpec{Type: "h100", Resources: gpu.InstanceResources{Partition: "1g.10gb"}}),
+			want: Request{Type: "h100", Partition: "1g.10gb"}},
+		{name: "stored Instance, cards",
+			got:  V1alpha1InstanceRequest(&v1alpha1.InstanceSpec{Type: "h100", Resources: v1alpha1.InstanceResources{Accelerators: two}}),
+			want: Request{Type: "h100", Cards: two}},
+		{name: "stored Instance, slice",
+			got:  V1alpha1InstanceRequest(&v1alpha1.InstanceSpec{Type: "h100", Resources: v1alpha1.InstanceResources{Slice: &v1alpha1.SliceRequest{MemoryPercent: 25}}}),
+			want: Request{Type: "h100", SlicePercent: 25}},
+		{name: "internal Claim, partition",
+			got:  ClaimRequest(&gpu.ClaimSpec{Type: "h100", Partition: "3g.40gb"}),
+			want: Request{Type: "h100", Partition: "3g.40gb"}},
+		{name: "stored Claim, cards",
+			got:  V1alpha1ClaimRequest(&v1alpha1.ClaimSpec{Type: "h100", Accelerators: two}),
+			want: Request{Type: "h100", Cards: two}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if !tc.got.Equal(tc.want) {
+				t.Errorf("got %+v, want %+v", tc.got, tc.want)
+			}
+		})
+	}
+}
+
+func TestInstanceCharged(t *testing.T) {
+	cases := []struct {
+		name      string
+		stopped   bool
+		claimName string
+		want      bool
+	}{
+		{name: "running", want: true},
+		{name: "stopped", stopped: true},
+		{name: "on a claim", claimName: "hold-four"},
+		{name: "stopped on a claim", stopped: true, claimName: "hold-four"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := InstanceCharged(&gpu.InstanceSpec{Stopped: tc.stopped, ClaimName: tc.claimName}); got != tc.want {
+				t.Errorf("InstanceCharged = %v, want %v", got, tc.want)
+			}
+			if got := V1alpha1InstanceCharged(&v1alpha1.InstanceSpec{Stopped: tc.stopped, ClaimName: tc.claimName}); got != tc.want {
+				t.Errorf("V1alpha1InstanceCharged = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestClaimCharged(t *testing.T) {
+	cases := []struct {
+		phase string
+		want  bool
+	}{
+		{phase: "", want: true},
+		{phase: string(gpu.ClaimPending), want: true},
+		{phase: string(gpu.ClaimBound), want: true},
+		{phase: string(gpu.ClaimAttached), want: true},
+		{phase: string(gpu.ClaimLost)},
+		{phase: string(gpu.ClaimExpired)},
+		{phase: "Unknown"},
+	}
+	for _, tc := range cases {
+		t.Run("phase "+tc.phase, func(t *testing.T) {
+			if got := ClaimCharged(tc.phase); got != tc.want {
+				t.Errorf("ClaimCharged(%q) = %v, want %v", tc.phase, got, tc.want)
+			}
+		})
+	}
+}
