@@ -426,3 +426,60 @@ func waitFor(t *testing.T, within time.Duration, cond func() bool, what string) 
 		t.Fatalf("waited %s for %s", within, what)
 	}
 }
+
+// TestChargeKeys: every key is charged as DESIGN.md says, several Budgets
+// all apply, and a write one of them refuses is charged to none.
+func TestChargeKeys(t *testing.T) {
+	t.Parallel()
+	const ns = "keys"
+	c := ctx(t)
+	createBudget(t, ns, "cards", gpuv1.BudgetResourceList{
+		gpuv1.BudgetAccelerators:      resource.MustParse("10"),
+		"accelerators.h100":           resource.MustParse("2"),
+		gpuv1.BudgetAcceleratorMemory: resource.MustParse("120Gi"),
+	})
+	createBudget(t, ns, "count", gpuv1.BudgetResourceList{gpuv1.BudgetInstances: resource.MustParse("1")})
+	instances := client.GpuV1alpha1().Instances(ns)
+
+	part := instance(ns, "part", "h100", 0)
+	part.Spec.Resources = gpuv1.InstanceResources{Partition: "3g.40gb"}
+	if _, err := instances.Create(c, part, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	b := budget(t, ns, "cards")
+	for key, want := range map[gpuv1.BudgetResourceName]string{
+		gpuv1.BudgetAccelerators: "500m", "accelerators.h100": "500m", gpuv1.BudgetAcceleratorMemory: "40Gi",
+	} {
+		if got := used(b, key); got != want {
+			t.Errorf("after a 40Gi partition of an 80Gi card, used %s = %s, want %s", key, got, want)
+		}
+	}
+
+	// "count" refuses a second Instance; "cards", charged first, gives it back.
+	_, err := instances.Create(c, instance(ns, "second", "h100", 1), metav1.CreateOptions{})
+	if want := `instances.gpu.kiln.dev "second" is forbidden: exceeds budget "count": instances used 1 + requested 1 > hard 1`; err == nil || err.Error() != want {
+		t.Fatalf("second Instance: %v, want %q", err, want)
+	}
+	b = budget(t, ns, "cards")
+	if got := used(b, gpuv1.BudgetAccelerators); got != "500m" || len(b.Status.Pending) > 1 {
+		t.Errorf("after a refused write, budget cards used %s with %d pending, want 500m and nothing new", got, len(b.Status.Pending))
+	}
+
+	// Claims charge cards and memory, not Instances.
+	claim := &gpuv1.Claim{ObjectMeta: metav1.ObjectMeta{Name: "hold", Namespace: ns},
+		Spec: gpuv1.ClaimSpec{Type: "h100", Accelerators: ptr.To[int32](2)}}
+	_, err = client.GpuV1alpha1().Claims(ns).Create(c, claim, metav1.CreateOptions{})
+	if want := `claims.gpu.kiln.dev "hold" is forbidden: exceeds budget "cards": accelerator-memory used 40Gi + requested 160Gi > hard 120Gi`; err == nil || err.Error() != want {
+		t.Fatalf("Claim over the memory limit: %v, want %q", err, want)
+	}
+	claim.Spec.Accelerators = nil
+	claim.Spec.Partition = "3g.40gb"
+	if _, err := client.GpuV1alpha1().Claims(ns).Create(c, claim, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("Claim of a partition: %v", err)
+	}
+	waitSettled(t, ns, "cards", gpuv1.BudgetAcceleratorMemory, "80Gi", 30*time.Second)
+	waitSettled(t, ns, "count", gpuv1.BudgetInstances, "1", 30*time.Second)
+	if got := used(budget(t, ns, "cards"), "accelerators.h100"); got != "1" {
+		t.Errorf("two half cards charged accelerators.h100 = %s, want 1", got)
+	}
+}
