@@ -25,6 +25,7 @@ import (
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 
 	gpuv1 "kiln.dev/kiln/pkg/apis/gpu/v1alpha1"
@@ -268,9 +269,17 @@ func TestStatusAndSpecAreSeparate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b.Status.Used = gpuv1.BudgetResourceList{gpuv1.BudgetAccelerators: resource.MustParse("3")}
-	b.Status.Hard = gpuv1.BudgetResourceList{gpuv1.BudgetAccelerators: resource.MustParse("100")}
-	b, err = client.GpuV1alpha1().Budgets("status").UpdateStatus(c, b, metav1.UpdateOptions{})
+	// The budget reconciler writes this status too: retry on its conflicts.
+	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cur, err := client.GpuV1alpha1().Budgets("status").Get(c, b.Name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		cur.Status.Used = gpuv1.BudgetResourceList{gpuv1.BudgetAccelerators: resource.MustParse("3")}
+		cur.Status.Hard = gpuv1.BudgetResourceList{gpuv1.BudgetAccelerators: resource.MustParse("100")}
+		b, err = client.GpuV1alpha1().Budgets("status").UpdateStatus(c, cur, metav1.UpdateOptions{})
+		return err
+	})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -111,8 +111,8 @@ func ceilDiv(a, b, c int64) int64 {
 // Charge is what a charged object counts against a Budget, by key:
 // accelerators (cards, fractional for slices and partitions), the same
 // under accelerators.<type>, accelerator-memory, and instances for an
-// Instance. Whether an object is charged at all (stopped, on a Claim, a
-// Claim's phase) is the caller's business.
+// Instance. Whether an object is charged at all (stopped, on a Claim that
+// holds it, a Claim's phase) is the Budget plugin's business.
 func Charge(share Share, typeName string, instance bool) gpu.BudgetResourceList {
 	cards := *resource.NewMilliQuantity(share.MilliCards, resource.DecimalSI)
 	if share.MilliCards%1000 == 0 {
@@ -127,17 +127,6 @@ func Charge(share Share, typeName string, instance bool) gpu.BudgetResourceList 
 		c[gpu.BudgetInstances] = *resource.NewQuantity(1, resource.DecimalSI)
 	}
 	return c
-}
-
-// InstanceCharged says whether an Instance holds a charge: it runs (or is
-// to run) and not on a Claim, which holds the charge instead.
-func InstanceCharged(spec *gpu.InstanceSpec) bool {
-	return !spec.Stopped && spec.ClaimName == ""
-}
-
-// V1alpha1InstanceCharged is InstanceCharged for a stored Instance.
-func V1alpha1InstanceCharged(spec *v1alpha1.InstanceSpec) bool {
-	return !spec.Stopped && spec.ClaimName == ""
 }
 
 // ClaimCharged says whether a Claim in this phase holds a charge. A new

@@ -228,30 +228,6 @@ func TestRequestReaders(t *testing.T) {
 	}
 }
 
-func TestInstanceCharged(t *testing.T) {
-	cases := []struct {
-		name      string
-		stopped   bool
-		claimName string
-		want      bool
-	}{
-		{name: "running", want: true},
-		{name: "stopped", stopped: true},
-		{name: "on a claim", claimName: "hold-four"},
-		{name: "stopped on a claim", stopped: true, claimName: "hold-four"},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			if got := InstanceCharged(&gpu.InstanceSpec{Stopped: tc.stopped, ClaimName: tc.claimName}); got != tc.want {
-				t.Errorf("InstanceCharged = %v, want %v", got, tc.want)
-			}
-			if got := V1alpha1InstanceCharged(&v1alpha1.InstanceSpec{Stopped: tc.stopped, ClaimName: tc.claimName}); got != tc.want {
-				t.Errorf("V1alpha1InstanceCharged = %v, want %v", got, tc.want)
-			}
-		})
-	}
-}
-
 func TestClaimCharged(t *testing.T) {
 	cases := []struct {
 		phase string

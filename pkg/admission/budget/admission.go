@@ -144,7 +144,11 @@ func (p *Plugin) request(ctx context.Context, a admission.Attributes) (*request,
 	switch obj := a.GetObject().(type) {
 	case *gpu.Instance:
 		r.kind, r.name, r.uid = "Instance", obj.Name, obj.UID
-		if accounting.InstanceCharged(&obj.Spec) {
+		charged, err := p.instanceCharged(ctx, obj.Namespace, &obj.Spec)
+		if err != nil {
+			return nil, err
+		}
+		if charged {
 			c, err := p.chargeOf(ctx, accounting.InstanceRequest(&obj.Spec), true)
 			if err != nil || c == nil {
 				return nil, err
@@ -153,7 +157,11 @@ func (p *Plugin) request(ctx context.Context, a admission.Attributes) (*request,
 		}
 		if old, ok := a.GetOldObject().(*gpu.Instance); ok && a.GetOperation() == admission.Update {
 			r.oldRV = old.ResourceVersion
-			if accounting.InstanceCharged(&old.Spec) {
+			oldCharged, err := p.instanceCharged(ctx, old.Namespace, &old.Spec)
+			if err != nil {
+				return nil, err
+			}
+			if oldCharged {
 				c, err := p.chargeOf(ctx, accounting.InstanceRequest(&old.Spec), true)
 				if err != nil {
 					return nil, err
@@ -190,6 +198,32 @@ func (p *Plugin) request(ctx context.Context, a admission.Attributes) (*request,
 		return nil, nil
 	}
 	return &r, nil
+}
+
+// instanceCharged: a running Instance is charged unless it runs on a Claim
+// that holds the charge instead, one of its type that is itself charged.
+// Naming a Claim that does not exist, or does not hold, escapes nothing.
+func (p *Plugin) instanceCharged(ctx context.Context, ns string, spec *gpu.InstanceSpec) (bool, error) {
+	if spec.Stopped {
+		return false, nil
+	}
+	if spec.ClaimName == "" {
+		return true, nil
+	}
+	c, err := p.client.GpuV1alpha1().Claims(ns).Get(ctx, spec.ClaimName, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return true, nil
+	}
+	if err != nil {
+		return false, apierrors.NewInternalError(fmt.Errorf("reading claim %q: %w", spec.ClaimName, err))
+	}
+	return !ClaimHolds(c, spec.Type), nil
+}
+
+// ClaimHolds says whether a Claim carries the charge of an Instance of
+// typeName running on it.
+func ClaimHolds(c *v1alpha1.Claim, typeName string) bool {
+	return c.Spec.Type == typeName && accounting.ClaimCharged(string(c.Status.Phase))
 }
 
 // chargeOf is nil when the type is unknown: InstanceTypeAccess, earlier in

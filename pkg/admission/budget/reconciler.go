@@ -31,13 +31,13 @@ import (
 // replica may run it, since each write is a compare-and-swap of the same
 // recount.
 type Reconciler struct {
-	client    versioned.Interface
-	budgets   listers.BudgetLister
-	instances listers.InstanceLister
-	claims    listers.ClaimLister
-	types     listers.InstanceTypeLister
-	synced    []cache.InformerSynced
-	queue     workqueue.TypedRateLimitingInterface[string]
+	client versioned.Interface
+	// budgets says which namespaces have any; events of the Instances and
+	// Claims there trigger a recount.
+	budgets listers.BudgetLister
+	types   listers.InstanceTypeLister
+	synced  []cache.InformerSynced
+	queue   workqueue.TypedRateLimitingInterface[string]
 
 	// PendingTTL is how long a charge whose object is not seen stored is
 	// kept. A write takes milliseconds after admission; a request is cut
@@ -55,8 +55,6 @@ func NewReconciler(client versioned.Interface, f informers.SharedInformerFactory
 	r := &Reconciler{
 		client:     client,
 		budgets:    gpuInformers.Budgets().Lister(),
-		instances:  gpuInformers.Instances().Lister(),
-		claims:     gpuInformers.Claims().Lister(),
 		types:      gpuInformers.InstanceTypes().Lister(),
 		PendingTTL: 30 * time.Second,
 		Resync:     15 * time.Second,
@@ -166,22 +164,26 @@ type stored struct {
 	charge         gpu.BudgetResourceList
 }
 
-// Reconcile recomputes the Budgets of one namespace.
+// Reconcile recomputes the Budgets of one namespace. The informers only
+// say when to look: the Budgets, then the Instances and Claims, are read
+// consistently from the server, in that order. A charge made after the
+// Budget was read fails the compare-and-swap; an object stored after the
+// list is either still pending in the Budget read (and kept) or a release
+// the next event brings. An informer lagging behind could otherwise lower
+// used below what is stored and let a Budget over-commit.
 func (r *Reconciler) Reconcile(ctx context.Context, ns string) error {
-	budgets, err := r.budgets.Budgets(ns).List(labels.Everything())
-	if err != nil || len(budgets) == 0 {
+	gpuClient := r.client.GpuV1alpha1()
+	budgetList, err := gpuClient.Budgets(ns).List(ctx, metav1.ListOptions{})
+	if err != nil || len(budgetList.Items) == 0 {
 		return err
 	}
-	objects, err := r.storedCharges(ns)
+	objects, err := r.storedCharges(ctx, ns)
 	if err != nil {
 		return err
 	}
-	byName := map[string]types.UID{}
-	for uid, o := range objects {
-		byName[o.kind+"/"+o.name] = uid
-	}
 	var requeueAfter time.Duration
-	for _, b := range budgets {
+	for i := range budgetList.Items {
+		b := &budgetList.Items[i]
 		used := v1alpha1.BudgetResourceList{}
 		for k := range b.Spec.Hard {
 			used[k] = *resource.NewQuantity(0, resource.DecimalSI)
@@ -191,7 +193,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, ns string) error {
 		}
 		var kept []v1alpha1.BudgetCharge
 		for _, p := range b.Status.Pending {
-			if r.settled(p, objects, byName) {
+			if r.settled(p, objects) {
 				continue
 			}
 			kept = append(kept, p)
@@ -225,45 +227,51 @@ func (r *Reconciler) Reconcile(ctx context.Context, ns string) error {
 
 // settled says whether a charge in flight is over: its object is stored in
 // the charged state (create) or has moved past the version it was charged
-// against (update), a different object took its name (the create failed),
-// or it is too old to still be in flight.
-func (r *Reconciler) settled(p v1alpha1.BudgetCharge, objects map[types.UID]stored, byName map[string]types.UID) bool {
+// against (update), or it is too old to still be in flight: then its write
+// failed (a create whose name was taken, say).
+func (r *Reconciler) settled(p v1alpha1.BudgetCharge, objects map[types.UID]stored) bool {
 	if r.now().Sub(p.Time.Time) > r.PendingTTL {
 		return true
 	}
 	o, found := objects[p.UID]
 	if p.ResourceVersion == "" {
-		if found {
-			return true
-		}
-		uid, taken := byName[p.Kind+"/"+p.Name]
-		return taken && uid != p.UID
+		return found
 	}
 	return found && o.rv != p.ResourceVersion
 }
 
 // storedCharges reads the charge of every stored Instance and Claim of the
 // namespace, including the uncharged ones (with an empty charge), by UID.
-func (r *Reconciler) storedCharges(ns string) (map[types.UID]stored, error) {
+func (r *Reconciler) storedCharges(ctx context.Context, ns string) (map[types.UID]stored, error) {
 	out := map[types.UID]stored{}
-	instances, err := r.instances.Instances(ns).List(labels.Everything())
+	instances, err := r.client.GpuV1alpha1().Instances(ns).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return nil, err
 	}
-	for _, inst := range instances {
+	claims, err := r.client.GpuV1alpha1().Claims(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	claimsByName := map[string]*v1alpha1.Claim{}
+	for i := range claims.Items {
+		claimsByName[claims.Items[i].Name] = &claims.Items[i]
+	}
+	for i := range instances.Items {
+		inst := &instances.Items[i]
 		s := stored{kind: "Instance", name: inst.Name, rv: inst.ResourceVersion}
-		if accounting.V1alpha1InstanceCharged(&inst.Spec) {
+		charged := !inst.Spec.Stopped
+		if c, ok := claimsByName[inst.Spec.ClaimName]; charged && ok {
+			charged = !ClaimHolds(c, inst.Spec.Type)
+		}
+		if charged {
 			if s.charge, err = r.chargeOf(accounting.V1alpha1InstanceRequest(&inst.Spec), true); err != nil {
 				return nil, err
 			}
 		}
 		out[inst.UID] = s
 	}
-	claims, err := r.claims.Claims(ns).List(labels.Everything())
-	if err != nil {
-		return nil, err
-	}
-	for _, c := range claims {
+	for i := range claims.Items {
+		c := &claims.Items[i]
 		s := stored{kind: "Claim", name: c.Name, rv: c.ResourceVersion}
 		if accounting.ClaimCharged(string(c.Status.Phase)) {
 			if s.charge, err = r.chargeOf(accounting.V1alpha1ClaimRequest(&c.Spec), false); err != nil {
