@@ -4,14 +4,37 @@
 package accounting
 
 import (
+	"context"
 	"fmt"
 	"math/big"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"kiln.dev/kiln/pkg/apis/gpu"
 	"kiln.dev/kiln/pkg/apis/gpu/v1alpha1"
+	"kiln.dev/kiln/pkg/generated/clientset/versioned"
+	listers "kiln.dev/kiln/pkg/generated/listers/gpu/v1alpha1"
 )
+
+// LookupType reads the InstanceType a request names from the lister, and
+// from the server when the lister has not seen it yet (a type created a
+// moment ago). Nil, without error, if there is none.
+func LookupType(ctx context.Context, l listers.InstanceTypeLister, c versioned.Interface, name string) (*v1alpha1.InstanceType, error) {
+	t, err := l.Get(name)
+	if err == nil {
+		return t, nil
+	}
+	if !apierrors.IsNotFound(err) {
+		return nil, err
+	}
+	t, err = c.GpuV1alpha1().InstanceTypes().Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	return t, err
+}
 
 // Request is what an object asks of its type's accelerators, whatever its
 // kind or version.

@@ -229,16 +229,12 @@ func ClaimHolds(c *v1alpha1.Claim, typeName string) bool {
 // chargeOf is nil when the type is unknown: InstanceTypeAccess, earlier in
 // the chain, refuses those.
 func (p *Plugin) chargeOf(ctx context.Context, req accounting.Request, instance bool) (gpu.BudgetResourceList, error) {
-	t, err := p.types.Get(req.Type)
-	if apierrors.IsNotFound(err) {
-		// Created a moment ago and not yet in the lister?
-		t, err = p.client.GpuV1alpha1().InstanceTypes().Get(ctx, req.Type, metav1.GetOptions{})
-	}
-	if apierrors.IsNotFound(err) {
-		return nil, nil
-	}
+	t, err := accounting.LookupType(ctx, p.types, p.client, req.Type)
 	if err != nil {
 		return nil, apierrors.NewInternalError(err)
+	}
+	if t == nil {
+		return nil, nil
 	}
 	share, err := accounting.ShareOf(req, t)
 	if err != nil {

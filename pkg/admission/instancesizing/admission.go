@@ -14,7 +14,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/apiserver/pkg/admission"
 
@@ -99,7 +98,7 @@ func (p *Plugin) Admit(ctx context.Context, a admission.Attributes, _ admission.
 		return admission.NewForbidden(a, fmt.Errorf("not yet ready to handle request: InstanceTypes are still loading"))
 	}
 	defaultPortsAndWorkspace(&inst.Spec)
-	t, err := lookupType(ctx, p.types, p.client, inst.Spec.Type)
+	t, err := accounting.LookupType(ctx, p.types, p.client, inst.Spec.Type)
 	if err != nil || t == nil {
 		// InstanceTypeAccess refuses an Instance of a missing type.
 		return err
@@ -119,23 +118,6 @@ func changesShare(old, inst *gpu.Instance) bool {
 	o, n := old.Spec.Resources, inst.Spec.Resources
 	return !ptrEqual(o.Accelerators, n.Accelerators) || !sliceEqual(o.Slice, n.Slice) || o.Partition != n.Partition ||
 		!qtyEqual(o.CPU, n.CPU) || !qtyEqual(o.Memory, n.Memory) || !qtyEqual(o.EphemeralStorage, n.EphemeralStorage)
-}
-
-// lookupType reads the type from the lister, and from the server when the
-// lister has not seen it yet (a type created a moment ago). Nil if none.
-func lookupType(ctx context.Context, l listers.InstanceTypeLister, c versioned.Interface, name string) (*v1alpha1.InstanceType, error) {
-	t, err := l.Get(name)
-	if err == nil {
-		return t, nil
-	}
-	if !apierrors.IsNotFound(err) {
-		return nil, err
-	}
-	t, err = c.GpuV1alpha1().InstanceTypes().Get(ctx, name, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		return nil, nil
-	}
-	return t, err
 }
 
 func defaultPortsAndWorkspace(spec *gpu.InstanceSpec) {

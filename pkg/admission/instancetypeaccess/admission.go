@@ -134,7 +134,7 @@ func (p *Plugin) Validate(ctx context.Context, a admission.Attributes, _ admissi
 		return admission.NewForbidden(a, fmt.Errorf("not yet ready to handle request: InstanceTypes are still loading"))
 	}
 	typePath := field.NewPath("spec", "type")
-	t, err := p.lookupType(ctx, typeName)
+	t, err := accounting.LookupType(ctx, p.types, p.client, typeName)
 	if err != nil {
 		return apierrors.NewInternalError(err)
 	}
@@ -162,22 +162,6 @@ func (p *Plugin) Validate(ctx context.Context, a admission.Attributes, _ admissi
 		return apierrors.NewInvalid(gpu.Kind(kind), a.GetName(), errs)
 	}
 	return nil
-}
-
-func (p *Plugin) lookupType(ctx context.Context, name string) (*v1alpha1.InstanceType, error) {
-	t, err := p.types.Get(name)
-	if err == nil {
-		return t, nil
-	}
-	if !apierrors.IsNotFound(err) {
-		return nil, err
-	}
-	// Created a moment ago and not yet in the lister?
-	t, err = p.client.GpuV1alpha1().InstanceTypes().Get(ctx, name, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		return nil, nil
-	}
-	return t, err
 }
 
 func (p *Plugin) admitsNamespace(ctx context.Context, t *v1alpha1.InstanceType, ns string) error {
