@@ -11,6 +11,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -43,6 +44,10 @@ func run(dir, binDir, root string) error {
 	// make down finds the launcher here and signals it; the launcher then
 	// stops only what it started.
 	pidFile := filepath.Join(filepath.Dir(dir), filepath.Base(dir)+".pid")
+	if pid, ok := runningLauncher(pidFile); ok {
+		// Starting would wipe the state of the cluster that one runs.
+		return fmt.Errorf("a local cluster is already running from %s (PID %d); stop it with `make down` first", dir, pid)
+	}
 	if err := os.WriteFile(pidFile, []byte(strconv.Itoa(os.Getpid())+"\n"), 0o644); err != nil {
 		return err
 	}
@@ -95,4 +100,19 @@ Stop with Ctrl-C or `+"`make down`"+`.
 			}
 		}
 	}
+}
+
+// runningLauncher reads a PID file and says whether that PID is a live
+// kiln-up.
+func runningLauncher(pidFile string) (int, bool) {
+	data, err := os.ReadFile(pidFile)
+	if err != nil {
+		return 0, false
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(data)))
+	if err != nil || pid == os.Getpid() {
+		return 0, false
+	}
+	comm, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "comm"))
+	return pid, err == nil && strings.TrimSpace(string(comm)) == "kiln-up"
 }
