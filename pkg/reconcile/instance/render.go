@@ -1,0 +1,219 @@
+// Package instance is the controller loop that turns Instances into Pods
+// and Services. This file is the rendering: pure functions of the Instance,
+// its InstanceType and (when pinned) its Node.
+package instance
+
+import (
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	"kiln.dev/kiln/pkg/apis/gpu/v1alpha1"
+)
+
+// Labels that tie a Pod or Service to its Instance.
+const (
+	LabelInstance     = "gpu.kiln.dev/instance"
+	LabelInstanceType = "gpu.kiln.dev/instancetype"
+	LabelManagedBy    = "app.kubernetes.io/managed-by"
+	ManagedBy         = "kiln-controller"
+)
+
+const (
+	mainContainer    = "main"
+	sshContainer     = "ssh"
+	workspaceVolume  = "workspace"
+	sshKeysVolume    = "ssh-authorized-keys"
+	sshKeysMountPath = "/etc/kiln/ssh"
+	sshPort          = 22
+)
+
+// RenderOptions are the controller's settings that shape every Pod.
+type RenderOptions struct {
+	// SSHImage runs the SSH sidecar of Instances with spec.ssh.
+	SSHImage string
+}
+
+// RenderPod builds the Pod of an Instance. node is the Node named by
+// spec.nodeName, nil when the Instance is not pinned: pinning is a
+// nodeSelector on the node's own hostname label, never the Pod's nodeName,
+// so the scheduler (and its resource accounting) still decides.
+func RenderPod(inst *v1alpha1.Instance, t *v1alpha1.InstanceType, node *corev1.Node, opts RenderOptions) (*corev1.Pod, error) {
+	res, err := containerResources(inst, t)
+	if err != nil {
+		return nil, err
+	}
+	main := corev1.Container{
+		Name:            mainContainer,
+		Image:           inst.Spec.Image,
+		ImagePullPolicy: inst.Spec.ImagePullPolicy,
+		Command:         inst.Spec.Command,
+		Args:            inst.Spec.Args,
+		Env:             inst.Spec.Env,
+		Resources:       res,
+	}
+	for _, p := range inst.Spec.Ports {
+		main.Ports = append(main.Ports, corev1.ContainerPort{Name: p.Name, ContainerPort: p.Port, Protocol: p.Protocol})
+	}
+	if inst.Spec.Privileged {
+		main.SecurityContext = &corev1.SecurityContext{Privileged: ptr.To(true)}
+	}
+	var volumes []corev1.Volume
+	if ws := inst.Spec.Workspace; ws != nil {
+		v := corev1.Volume{Name: workspaceVolume}
+		if ws.ClaimName != "" {
+			v.PersistentVolumeClaim = &corev1.PersistentVolumeClaimVolumeSource{ClaimName: ws.ClaimName}
+		} else {
+			v.EmptyDir = &corev1.EmptyDirVolumeSource{SizeLimit: ws.Size}
+		}
+		volumes = append(volumes, v)
+		main.VolumeMounts = append(main.VolumeMounts, corev1.VolumeMount{Name: workspaceVolume, MountPath: ws.MountPath})
+	}
+	for _, v := range inst.Spec.Volumes {
+		volumes = append(volumes, corev1.Volume{Name: v.Name, VolumeSource: corev1.VolumeSource{
+			PersistentVolumeClaim: v.PersistentVolumeClaim, ConfigMap: v.ConfigMap, Secret: v.Secret, HostPath: v.HostPath,
+		}})
+		main.VolumeMounts = append(main.VolumeMounts, corev1.VolumeMount{Name: v.Name, MountPath: v.MountPath, ReadOnly: v.ReadOnly})
+	}
+	containers := []corev1.Container{main}
+	if inst.Spec.SSH != nil {
+		if opts.SSHImage == "" {
+			return nil, fmt.Errorf("instance %s/%s asks for SSH but the controller has no SSH image", inst.Namespace, inst.Name)
+		}
+		volumes = append(volumes, corev1.Volume{Name: sshKeysVolume, VolumeSource: corev1.VolumeSource{
+			Secret: &corev1.SecretVolumeSource{SecretName: inst.Spec.SSH.AuthorizedKeysSecret, DefaultMode: ptr.To[int32](0o400)},
+		}})
+		ssh := corev1.Container{
+			Name:         sshContainer,
+			Image:        opts.SSHImage,
+			Ports:        []corev1.ContainerPort{{Name: "ssh", ContainerPort: sshPort, Protocol: corev1.ProtocolTCP}},
+			VolumeMounts: []corev1.VolumeMount{{Name: sshKeysVolume, MountPath: sshKeysMountPath, ReadOnly: true}},
+		}
+		// The sidecar sees the workspace too: that is what users copy to.
+		if inst.Spec.Workspace != nil {
+			ssh.VolumeMounts = append(ssh.VolumeMounts, corev1.VolumeMount{Name: workspaceVolume, MountPath: inst.Spec.Workspace.MountPath})
+		}
+		containers = append(containers, ssh)
+	}
+
+	nodeSelector := map[string]string{}
+	for k, v := range t.Spec.NodeSelector {
+		nodeSelector[k] = v
+	}
+	if inst.Spec.NodeName != "" {
+		if node == nil || node.Name != inst.Spec.NodeName {
+			return nil, fmt.Errorf("instance %s/%s is pinned to node %q, which was not given", inst.Namespace, inst.Name, inst.Spec.NodeName)
+		}
+		host, ok := node.Labels[corev1.LabelHostname]
+		if !ok {
+			return nil, fmt.Errorf("node %q has no %s label to pin instance %s/%s to", node.Name, corev1.LabelHostname, inst.Namespace, inst.Name)
+		}
+		nodeSelector[corev1.LabelHostname] = host
+	}
+	if len(nodeSelector) == 0 {
+		nodeSelector = nil
+	}
+
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:            inst.Name,
+			Namespace:       inst.Namespace,
+			Labels:          Labels(inst),
+			OwnerReferences: []metav1.OwnerReference{OwnerReference(inst)},
+		},
+		Spec: corev1.PodSpec{
+			Containers:       containers,
+			Volumes:          volumes,
+			NodeSelector:     nodeSelector,
+			Tolerations:      t.Spec.Tolerations,
+			RuntimeClassName: t.Spec.RuntimeClassName,
+			ImagePullSecrets: inst.Spec.ImagePullSecrets,
+			// An Instance is a machine: its processes come back when they exit.
+			RestartPolicy: corev1.RestartPolicyAlways,
+		},
+	}
+	return pod, nil
+}
+
+// Labels are the labels of every object rendered for an Instance.
+func Labels(inst *v1alpha1.Instance) map[string]string {
+	return map[string]string{
+		LabelInstance:     inst.Name,
+		LabelInstanceType: inst.Spec.Type,
+		LabelManagedBy:    ManagedBy,
+	}
+}
+
+// OwnerReference makes the Instance the controller of what is rendered for
+// it, so the garbage collector removes those with it.
+func OwnerReference(inst *v1alpha1.Instance) metav1.OwnerReference {
+	return metav1.OwnerReference{
+		APIVersion:         v1alpha1.SchemeGroupVersion.String(),
+		Kind:               "Instance",
+		Name:               inst.Name,
+		UID:                inst.UID,
+		Controller:         ptr.To(true),
+		BlockOwnerDeletion: ptr.To(true),
+	}
+}
+
+// containerResources asks for the accelerators by mode, and for the host
+// resources admission sized. Requests equal limits: extended resources
+// require it, and a GPU machine should not be overcommitted on its host.
+func containerResources(inst *v1alpha1.Instance, t *v1alpha1.InstanceType) (corev1.ResourceRequirements, error) {
+	list := corev1.ResourceList{}
+	r := inst.Spec.Resources
+	for name, q := range map[corev1.ResourceName]*resource.Quantity{
+		corev1.ResourceCPU:              r.CPU,
+		corev1.ResourceMemory:           r.Memory,
+		corev1.ResourceEphemeralStorage: r.EphemeralStorage,
+	} {
+		if q != nil {
+			list[name] = q.DeepCopy()
+		}
+	}
+	acc := t.Spec.Accelerator
+	count := func(n int64) resource.Quantity { return *resource.NewQuantity(n, resource.DecimalSI) }
+	switch {
+	case acc == nil:
+	case r.Partition != "":
+		var profile *v1alpha1.PartitionProfile
+		for i := range acc.Partitions {
+			if acc.Partitions[i].Name == r.Partition {
+				profile = &acc.Partitions[i]
+			}
+		}
+		if profile == nil || profile.ResourceName == "" {
+			return corev1.ResourceRequirements{}, fmt.Errorf("instancetype %q has no partition profile %q with a resource name", t.Name, r.Partition)
+		}
+		list[corev1.ResourceName(profile.ResourceName)] = count(1)
+	case r.Slice != nil:
+		s := acc.Sliced
+		if s == nil || s.ResourceName == "" {
+			return corev1.ResourceRequirements{}, fmt.Errorf("instancetype %q does not offer slices", t.Name)
+		}
+		list[corev1.ResourceName(s.ResourceName)] = count(1)
+		if s.MemoryPercentResourceName != "" {
+			list[corev1.ResourceName(s.MemoryPercentResourceName)] = count(int64(r.Slice.MemoryPercent))
+		}
+		if s.CoresResourceName != "" {
+			cores := r.Slice.CoresPercent
+			if cores == 0 {
+				cores = r.Slice.MemoryPercent
+			}
+			list[corev1.ResourceName(s.CoresResourceName)] = count(int64(cores))
+		}
+	case r.Accelerators != nil && *r.Accelerators > 0:
+		if acc.Exclusive == nil || acc.Exclusive.ResourceName == "" {
+			return corev1.ResourceRequirements{}, fmt.Errorf("instancetype %q does not offer whole cards", t.Name)
+		}
+		list[corev1.ResourceName(acc.Exclusive.ResourceName)] = count(int64(*r.Accelerators))
+	}
+	if len(list) == 0 {
+		return corev1.ResourceRequirements{}, nil
+	}
+	return corev1.ResourceRequirements{Requests: list, Limits: list.DeepCopy()}, nil
+}
