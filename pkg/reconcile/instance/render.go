@@ -1,6 +1,7 @@
 // Package instance is the controller loop that turns Instances into Pods
 // and Services. This file is the rendering: pure functions of the Instance,
-// its InstanceType and (when pinned) its Node.
+// its InstanceType, (when pinned) its Node and (for node ports) the Service
+// it owns now.
 package instance
 
 import (
@@ -9,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 
 	"kiln.dev/kiln/pkg/apis/gpu/v1alpha1"
@@ -216,4 +218,52 @@ func containerResources(inst *v1alpha1.Instance, t *v1alpha1.InstanceType) (core
 		return corev1.ResourceRequirements{}, nil
 	}
 	return corev1.ResourceRequirements{Requests: list, Limits: list.DeepCopy()}, nil
+}
+
+// RenderService builds the NodePort Service of an Instance, nil if it has
+// no ports. existing is the Service the Instance owns now, if any: every
+// port that is unchanged (same name, number and protocol) keeps the node
+// port it was given, so edits and restarts do not move what users connect
+// to.
+func RenderService(inst *v1alpha1.Instance, existing *corev1.Service) *corev1.Service {
+	if len(inst.Spec.Ports) == 0 {
+		return nil
+	}
+	type key struct {
+		name     string
+		port     int32
+		protocol corev1.Protocol
+	}
+	kept := map[key]int32{}
+	if existing != nil {
+		for _, p := range existing.Spec.Ports {
+			kept[key{p.Name, p.Port, p.Protocol}] = p.NodePort
+		}
+	}
+	svc := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:            inst.Name,
+			Namespace:       inst.Namespace,
+			Labels:          Labels(inst),
+			OwnerReferences: []metav1.OwnerReference{OwnerReference(inst)},
+		},
+		Spec: corev1.ServiceSpec{
+			Type:     corev1.ServiceTypeNodePort,
+			Selector: map[string]string{LabelInstance: inst.Name},
+		},
+	}
+	for _, p := range inst.Spec.Ports {
+		protocol := p.Protocol
+		if protocol == "" {
+			protocol = corev1.ProtocolTCP
+		}
+		svc.Spec.Ports = append(svc.Spec.Ports, corev1.ServicePort{
+			Name:       p.Name,
+			Port:       p.Port,
+			TargetPort: intstr.FromInt32(p.Port),
+			Protocol:   protocol,
+			NodePort:   kept[key{p.Name, p.Port, protocol}],
+		})
+	}
+	return svc
 }

@@ -7,6 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 
 	"kiln.dev/kiln/pkg/apis/gpu/v1alpha1"
@@ -330,6 +331,69 @@ func TestRenderPodRefusesWhatTheTypeLacks(t *testing.T) {
 			tc.setup(inst)
 			if _, err := RenderPod(inst, tc.typ, nil, RenderOptions{}); err == nil || err.Error() != tc.want {
 				t.Errorf("error %v, want %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestRenderService(t *testing.T) {
+	existing := &corev1.Service{Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{
+		{Name: "jupyter", Port: 8888, Protocol: corev1.ProtocolTCP, NodePort: 30001},
+		{Name: "tensorboard", Port: 6006, Protocol: corev1.ProtocolTCP, NodePort: 30002},
+		{Name: "metrics", Port: 9100, Protocol: corev1.ProtocolTCP, NodePort: 30003},
+	}}}
+	for _, tc := range []struct {
+		name      string
+		ports     []v1alpha1.InstancePort
+		existing  *corev1.Service
+		wantNil   bool
+		wantPorts []corev1.ServicePort
+	}{{
+		name:    "no ports, no Service",
+		wantNil: true,
+	}, {
+		name:      "a new Service leaves node ports to the API server",
+		ports:     []v1alpha1.InstancePort{{Name: "jupyter", Port: 8888}},
+		wantPorts: []corev1.ServicePort{{Name: "jupyter", Port: 8888, TargetPort: intstr.FromInt32(8888), Protocol: corev1.ProtocolTCP}},
+	}, {
+		name: "unchanged ports keep their node ports; a changed, a new and a removed one do not",
+		ports: []v1alpha1.InstancePort{
+			{Name: "jupyter", Port: 8888, Protocol: corev1.ProtocolTCP},
+			{Name: "tensorboard", Port: 6007, Protocol: corev1.ProtocolTCP},
+			{Name: "ssh", Port: 22, Protocol: corev1.ProtocolTCP},
+		},
+		existing: existing,
+		wantPorts: []corev1.ServicePort{
+			{Name: "jupyter", Port: 8888, TargetPort: intstr.FromInt32(8888), Protocol: corev1.ProtocolTCP, NodePort: 30001},
+			{Name: "tensorboard", Port: 6007, TargetPort: intstr.FromInt32(6007), Protocol: corev1.ProtocolTCP},
+			{Name: "ssh", Port: 22, TargetPort: intstr.FromInt32(22), Protocol: corev1.ProtocolTCP},
+		},
+	}, {
+		name:     "a protocol change is a different port",
+		ports:    []v1alpha1.InstancePort{{Name: "metrics", Port: 9100, Protocol: corev1.ProtocolUDP}},
+		existing: existing,
+		wantPorts: []corev1.ServicePort{
+			{Name: "metrics", Port: 9100, TargetPort: intstr.FromInt32(9100), Protocol: corev1.ProtocolUDP},
+		},
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			inst := sized("h100")
+			inst.Spec.Ports = tc.ports
+			svc := RenderService(inst, tc.existing)
+			if tc.wantNil {
+				if svc != nil {
+					t.Fatalf("got a Service for an Instance without ports: %+v", svc)
+				}
+				return
+			}
+			if svc.Spec.Type != corev1.ServiceTypeNodePort || svc.Spec.Selector[LabelInstance] != "train" || len(svc.Spec.Selector) != 1 {
+				t.Errorf("type %q selector %v", svc.Spec.Type, svc.Spec.Selector)
+			}
+			if diff := cmp.Diff([]metav1.OwnerReference{OwnerReference(inst)}, svc.OwnerReferences); diff != "" {
+				t.Errorf("owner (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(tc.wantPorts, svc.Spec.Ports); diff != "" {
+				t.Errorf("ports (-want +got):\n%s", diff)
 			}
 		})
 	}
