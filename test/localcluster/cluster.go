@@ -77,6 +77,9 @@ type Cluster struct {
 	opts  Options
 	log   io.Writer
 	procs []*process
+	// kube and apply act as the admin, once kube-apiserver serves.
+	kube  kubernetes.Interface
+	apply *applier
 	ports ports
 	pki   struct {
 		ca, frontProxy, kiln *authority
@@ -259,6 +262,12 @@ func (c *Cluster) startAPIServer(ctx context.Context) error {
 	if c.AdminConfig, err = restConfig(c.AdminKubeconfig); err != nil {
 		return err
 	}
+	if c.kube, err = kubernetes.NewForConfig(c.AdminConfig); err != nil {
+		return err
+	}
+	if c.apply, err = newApplier(c.AdminConfig); err != nil {
+		return err
+	}
 	err = c.start("kube-apiserver",
 		"--etcd-servers="+c.etcdURL(),
 		"--bind-address=127.0.0.1",
@@ -379,12 +388,8 @@ func (c *Cluster) startKwok(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	cs, err := kubernetes.NewForConfig(c.AdminConfig)
-	if err != nil {
-		return err
-	}
 	for _, n := range c.opts.Nodes {
-		if _, err := cs.CoreV1().Nodes().Create(ctx, n.node(), metav1.CreateOptions{}); err != nil {
+		if _, err := c.kube.CoreV1().Nodes().Create(ctx, n.node(), metav1.CreateOptions{}); err != nil {
 			return err
 		}
 	}
@@ -392,7 +397,7 @@ func (c *Cluster) startKwok(ctx context.Context) error {
 	// lifecycle controller lifts.
 	return c.poll(ctx, 90*time.Second, func(ctx context.Context) (bool, error) {
 		for _, n := range c.opts.Nodes {
-			node, err := cs.CoreV1().Nodes().Get(ctx, n.Name, metav1.GetOptions{})
+			node, err := c.kube.CoreV1().Nodes().Get(ctx, n.Name, metav1.GetOptions{})
 			if err != nil {
 				return false, err
 			}
@@ -422,12 +427,8 @@ func nodeReady(n *corev1.Node) bool {
 // ships them (the controller's too, so its RBAC is checked against the
 // cluster). The APIService follows once the server is up.
 func (c *Cluster) applyArtifacts(ctx context.Context) error {
-	a, err := newApplier(c.AdminConfig)
-	if err != nil {
-		return err
-	}
 	art := filepath.Join(c.opts.RepoRoot, "artifacts")
-	return a.applyFiles(ctx,
+	return c.apply.applyFiles(ctx,
 		filepath.Join(art, "namespace.yaml"),
 		filepath.Join(art, "rbac", "apiserver.yaml"),
 		filepath.Join(art, "rbac", "tenant-roles.yaml"),
@@ -446,12 +447,8 @@ const (
 // in artifacts/ is what lets it delegate), storing in the cluster's etcd
 // under its own prefix.
 func (c *Cluster) startKiln(ctx context.Context) error {
-	cs, err := kubernetes.NewForConfig(c.AdminConfig)
-	if err != nil {
-		return err
-	}
 	expiry := int64((48 * time.Hour).Seconds())
-	tok, err := cs.CoreV1().ServiceAccounts(kilnNamespace).CreateToken(ctx, kilnServiceAccount,
+	tok, err := c.kube.CoreV1().ServiceAccounts(kilnNamespace).CreateToken(ctx, kilnServiceAccount,
 		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: &expiry}}, metav1.CreateOptions{})
 	if err != nil {
 		return err
@@ -494,10 +491,6 @@ func (c *Cluster) startKiln(ctx context.Context) error {
 // loopback address, but the aggregator dials an ExternalName as given and
 // verifies the certificate against the Service's DNS name.
 func (c *Cluster) registerAPIService(ctx context.Context) error {
-	cs, err := kubernetes.NewForConfig(c.AdminConfig)
-	if err != nil {
-		return err
-	}
 	svc := &corev1.Service{
 		ObjectMeta: metav1.ObjectMeta{Name: kilnService, Namespace: kilnNamespace},
 		Spec: corev1.ServiceSpec{
@@ -509,7 +502,7 @@ func (c *Cluster) registerAPIService(ctx context.Context) error {
 			Ports: []corev1.ServicePort{{Name: "https", Port: 443, TargetPort: intstr.FromInt32(int32(c.ports.kiln))}},
 		},
 	}
-	if _, err := cs.CoreV1().Services(kilnNamespace).Create(ctx, svc, metav1.CreateOptions{}); err != nil {
+	if _, err := c.kube.CoreV1().Services(kilnNamespace).Create(ctx, svc, metav1.CreateOptions{}); err != nil {
 		return err
 	}
 	objs, err := readManifests(filepath.Join(c.opts.RepoRoot, "artifacts", "apiservice.yaml"))
@@ -530,11 +523,7 @@ func (c *Cluster) registerAPIService(ctx context.Context) error {
 	if err := unstructured.SetNestedField(apisvc.Object, int64(c.ports.kiln), "spec", "service", "port"); err != nil {
 		return err
 	}
-	a, err := newApplier(c.AdminConfig)
-	if err != nil {
-		return err
-	}
-	if err := a.apply(ctx, apisvc); err != nil {
+	if err := c.apply.apply(ctx, apisvc); err != nil {
 		return err
 	}
 	dyn, err := dynamic.NewForConfig(c.AdminConfig)
@@ -562,12 +551,8 @@ func (c *Cluster) registerAPIService(ctx context.Context) error {
 // it, and a kubeconfig with a client certificate for the user. It returns
 // once RBAC aggregation has folded Kiln's rules into "edit".
 func (c *Cluster) createTenants(ctx context.Context) error {
-	cs, err := kubernetes.NewForConfig(c.AdminConfig)
-	if err != nil {
-		return err
-	}
 	for _, t := range c.opts.Tenants {
-		if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: t}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		if _, err := c.kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: t}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 			return err
 		}
 		rb := &rbacv1.RoleBinding{
@@ -575,7 +560,7 @@ func (c *Cluster) createTenants(ctx context.Context) error {
 			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "edit"},
 			Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: t}},
 		}
-		if _, err := cs.RbacV1().RoleBindings(t).Create(ctx, rb, metav1.CreateOptions{}); err != nil {
+		if _, err := c.kube.RbacV1().RoleBindings(t).Create(ctx, rb, metav1.CreateOptions{}); err != nil {
 			return err
 		}
 		cert, err := c.pki.ca.client(c.pkiDir(), t, t)
@@ -594,7 +579,7 @@ func (c *Cluster) createTenants(ctx context.Context) error {
 					Namespace: t, Verb: "create", Group: "gpu.kiln.dev", Resource: "instances",
 				},
 			}}
-			res, err := cs.AuthorizationV1().SubjectAccessReviews().Create(ctx, sar, metav1.CreateOptions{})
+			res, err := c.kube.AuthorizationV1().SubjectAccessReviews().Create(ctx, sar, metav1.CreateOptions{})
 			if err != nil {
 				return false, err
 			}
@@ -602,7 +587,7 @@ func (c *Cluster) createTenants(ctx context.Context) error {
 				return false, nil
 			}
 			// Pods need the namespace's default ServiceAccount.
-			if _, err := cs.CoreV1().ServiceAccounts(t).Get(ctx, "default", metav1.GetOptions{}); apierrors.IsNotFound(err) {
+			if _, err := c.kube.CoreV1().ServiceAccounts(t).Get(ctx, "default", metav1.GetOptions{}); apierrors.IsNotFound(err) {
 				return false, nil
 			} else if err != nil {
 				return false, err

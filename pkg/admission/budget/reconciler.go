@@ -46,7 +46,11 @@ type Reconciler struct {
 	// Resync re-examines every namespace with Budgets this often, so an
 	// expired charge goes within PendingTTL + Resync.
 	Resync time.Duration
-	now    func() time.Time
+	// Coalesce gathers the events of a namespace for this long before a
+	// recount: each recount lists the namespace's Instances and Claims, so
+	// a burst of writes costs one list, not one per write.
+	Coalesce time.Duration
+	now      func() time.Time
 }
 
 // NewReconciler registers its event handlers on the factory's informers.
@@ -58,6 +62,7 @@ func NewReconciler(client versioned.Interface, f informers.SharedInformerFactory
 		types:      gpuInformers.InstanceTypes().Lister(),
 		PendingTTL: 30 * time.Second,
 		Resync:     15 * time.Second,
+		Coalesce:   200 * time.Millisecond,
 		now:        time.Now,
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "budget"}),
@@ -97,7 +102,7 @@ func (r *Reconciler) enqueueObject(obj any) {
 	}
 	// Only namespaces with Budgets have anything to reconcile.
 	if bs, err := r.budgets.Budgets(m.GetNamespace()).List(labels.Everything()); err == nil && len(bs) > 0 {
-		r.queue.Add(m.GetNamespace())
+		r.queue.AddAfter(m.GetNamespace(), r.Coalesce)
 	}
 }
 

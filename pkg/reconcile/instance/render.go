@@ -120,12 +120,7 @@ func RenderPod(inst *v1alpha1.Instance, t *v1alpha1.InstanceType, node *corev1.N
 	}
 
 	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{
-			Name:            inst.Name,
-			Namespace:       inst.Namespace,
-			Labels:          Labels(inst),
-			OwnerReferences: []metav1.OwnerReference{OwnerReference(inst)},
-		},
+		ObjectMeta: objectMeta(inst),
 		Spec: corev1.PodSpec{
 			Containers:       containers,
 			Volumes:          volumes,
@@ -138,6 +133,17 @@ func RenderPod(inst *v1alpha1.Instance, t *v1alpha1.InstanceType, node *corev1.N
 		},
 	}
 	return pod, nil
+}
+
+// objectMeta names a rendered object after its Instance, labels it and
+// makes the Instance its owner.
+func objectMeta(inst *v1alpha1.Instance) metav1.ObjectMeta {
+	return metav1.ObjectMeta{
+		Name:            inst.Name,
+		Namespace:       inst.Namespace,
+		Labels:          Labels(inst),
+		OwnerReferences: []metav1.OwnerReference{OwnerReference(inst)},
+	}
 }
 
 // Labels are the labels of every object rendered for an Instance.
@@ -241,12 +247,7 @@ func RenderService(inst *v1alpha1.Instance, existing *corev1.Service) *corev1.Se
 		}
 	}
 	svc := &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{
-			Name:            inst.Name,
-			Namespace:       inst.Namespace,
-			Labels:          Labels(inst),
-			OwnerReferences: []metav1.OwnerReference{OwnerReference(inst)},
-		},
+		ObjectMeta: objectMeta(inst),
 		Spec: corev1.ServiceSpec{
 			Type:     corev1.ServiceTypeNodePort,
 			Selector: map[string]string{LabelInstance: inst.Name},
