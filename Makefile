@@ -10,11 +10,15 @@ TEST_SOURCES := $(shell find test -name '*.go' 2>/dev/null) test/go.mod test/go.
 
 all: build
 
-build: $(BIN)/kiln-apiserver
+build: $(BIN)/kiln-apiserver $(BIN)/kiln-controller
 
 $(BIN)/kiln-apiserver: $(GO_SOURCES)
 	@mkdir -p $(BIN)
 	go build -o $@ ./cmd/apiserver
+
+$(BIN)/kiln-controller: $(GO_SOURCES)
+	@mkdir -p $(BIN)
+	go build -o $@ ./cmd/controller
 
 # The real control plane the local cluster and end-to-end tests run: built
 # from k8s.io/kubernetes and sigs.k8s.io/kwok by the test/ module, so the

@@ -21,6 +21,9 @@ func TestServerSideApply(t *testing.T) {
 	if !strings.Contains(out, "instance.gpu.kiln.dev/ssa-demo serverside-applied") {
 		t.Errorf("first apply: %s", out)
 	}
+	// The controller adds its finalizer and writes status; once the
+	// Instance is Ready it has nothing more to write.
+	mustKubectl(t, kc, "", "wait", "--for=condition=Ready", "instance/ssa-demo", "-n", tenantA, "--timeout=90s")
 	first := rv()
 	managers := mustKubectl(t, kc, "", "get", "instance", "ssa-demo", "-n", tenantA, "--show-managed-fields", "-o", "jsonpath={.metadata.managedFields[*].manager}")
 	if !slices.Contains(strings.Fields(managers), "kubectl") {

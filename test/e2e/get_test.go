@@ -115,37 +115,31 @@ func TestWatch(t *testing.T) {
 	// Let the watch establish before the first change.
 	time.Sleep(3 * time.Second)
 
-	rv := func(name string) string {
-		return mustKubectl(t, admin(), "", "get", "instance", name, "-n", ns, "-o", "jsonpath={.metadata.resourceVersion}")
-	}
+	// Each change reads back the resourceVersion its own write produced:
+	// a later GET could see the controller's writes on top.
+	rvOf := "-o=jsonpath={.metadata.resourceVersion}"
 	changes := []func() event{
 		func() event {
-			mustKubectl(t, admin(), instance("w1", ns, "h100", "busybox:1"), "create", "-f", "-")
-			return event{"ADDED", "w1", rv("w1")}
+			return event{"ADDED", "w1", mustKubectl(t, admin(), instance("w1", ns, "h100", "busybox:1"), "create", "-f", "-", rvOf)}
 		},
 		func() event {
-			mustKubectl(t, admin(), instance("w2", ns, "l4", "busybox:1"), "create", "-f", "-")
-			return event{"ADDED", "w2", rv("w2")}
+			return event{"ADDED", "w2", mustKubectl(t, admin(), instance("w2", ns, "l4", "busybox:1"), "create", "-f", "-", rvOf)}
 		},
 		func() event {
-			mustKubectl(t, admin(), "", "label", "instance", "w1", "-n", ns, "stage=one")
-			return event{"MODIFIED", "w1", rv("w1")}
+			return event{"MODIFIED", "w1", mustKubectl(t, admin(), "", "label", "instance", "w1", "-n", ns, "stage=one", rvOf)}
 		},
 		func() event {
-			mustKubectl(t, admin(), "", "patch", "instance", "w2", "-n", ns, "--type=merge", "-p", `{"spec":{"image":"busybox:2"}}`)
-			return event{"MODIFIED", "w2", rv("w2")}
+			return event{"MODIFIED", "w2", mustKubectl(t, admin(), "", "patch", "instance", "w2", "-n", ns, "--type=merge", "-p", `{"spec":{"image":"busybox:2"}}`, rvOf)}
 		},
 		func() event {
-			mustKubectl(t, admin(), "", "annotate", "instance", "w1", "-n", ns, "note=after-sixty-seconds")
-			return event{"MODIFIED", "w1", rv("w1")}
+			return event{"MODIFIED", "w1", mustKubectl(t, admin(), "", "annotate", "instance", "w1", "-n", ns, "note=after-sixty-seconds", rvOf)}
 		},
 		func() event {
 			mustKubectl(t, admin(), "", "delete", "instance", "w2", "-n", ns)
 			return event{"DELETED", "w2", ""}
 		},
 		func() event {
-			mustKubectl(t, admin(), instance("w3", ns, "h100", "busybox:1"), "create", "-f", "-")
-			return event{"ADDED", "w3", rv("w3")}
+			return event{"ADDED", "w3", mustKubectl(t, admin(), instance("w3", ns, "h100", "busybox:1"), "create", "-f", "-", rvOf)}
 		},
 		func() event {
 			mustKubectl(t, admin(), "", "delete", "instance", "w1", "-n", ns)

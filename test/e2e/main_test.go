@@ -50,6 +50,9 @@ func run(m *testing.M) int {
 		Dir: dir, BinDir: binDir, RepoRoot: root,
 		Tenants: []string{tenantA, tenantB},
 		Log:     os.Stderr,
+		// Short, so the kubelet-admission test sees rebuilds and the
+		// give-up within seconds.
+		ControllerFlags: []string{"--admission-failure-backoff=1s", "--admission-failure-window=12s"},
 	})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "local control plane:", err)

@@ -55,6 +55,8 @@ type Options struct {
 	Nodes []NodeSpec
 	// Log receives progress lines.
 	Log io.Writer
+	// ControllerFlags are added to kiln-controller's command line.
+	ControllerFlags []string
 }
 
 // Cluster is a running local control plane.
@@ -87,7 +89,7 @@ type Cluster struct {
 }
 
 type ports struct {
-	etcdClient, etcdPeer, apiserver, controllerManager, scheduler, kiln int
+	etcdClient, etcdPeer, apiserver, controllerManager, scheduler, kiln, controller int
 }
 
 // Start brings the whole control plane up and returns once the APIService
@@ -121,7 +123,7 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 			err = fmt.Errorf("%w (component logs in %s)", err, filepath.Join(opts.Dir, "logs"))
 		}
 	}()
-	for _, bin := range []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok", "kiln-apiserver", "kubectl"} {
+	for _, bin := range []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok", "kiln-apiserver", "kiln-controller", "kubectl"} {
 		if _, err := os.Stat(filepath.Join(opts.BinDir, bin)); err != nil {
 			return nil, fmt.Errorf("%s is missing from %s; build it with `make control-plane build`", bin, opts.BinDir)
 		}
@@ -143,6 +145,7 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 		{"kiln-apiserver", c.startKiln},
 		{"APIService v1alpha1.gpu.kiln.dev", c.registerAPIService},
 		{"tenants", c.createTenants},
+		{"kiln-controller", c.startController},
 	}
 	for _, s := range steps {
 		start := time.Now()
@@ -447,15 +450,8 @@ const (
 // in artifacts/ is what lets it delegate), storing in the cluster's etcd
 // under its own prefix.
 func (c *Cluster) startKiln(ctx context.Context) error {
-	expiry := int64((48 * time.Hour).Seconds())
-	tok, err := c.kube.CoreV1().ServiceAccounts(kilnNamespace).CreateToken(ctx, kilnServiceAccount,
-		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: &expiry}}, metav1.CreateOptions{})
+	kc, err := c.serviceAccountKubeconfig(ctx, kilnServiceAccount)
 	if err != nil {
-		return err
-	}
-	kc := filepath.Join(c.Dir, "kiln-apiserver.kubeconfig")
-	user := "system:serviceaccount:" + kilnNamespace + ":" + kilnServiceAccount
-	if err := writeKubeconfig(kc, c.apiserverURL(), c.pki.ca.CertFile, user, "", credentials{token: tok.Status.Token}); err != nil {
 		return err
 	}
 	serving, err := c.pki.kiln.serving(c.pkiDir(), "kiln-apiserver",
@@ -483,6 +479,21 @@ func (c *Cluster) startKiln(ctx context.Context) error {
 	pool.AppendCertsFromPEM(ca)
 	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}, Timeout: 5 * time.Second}
 	return c.waitHTTP(ctx, client, c.KilnURL+"/readyz")
+}
+
+// serviceAccountKubeconfig writes a kubeconfig that authenticates as a
+// ServiceAccount of kiln-system with a TokenRequest token, as a Pod of that
+// account would.
+func (c *Cluster) serviceAccountKubeconfig(ctx context.Context, account string) (string, error) {
+	expiry := int64((48 * time.Hour).Seconds())
+	tok, err := c.kube.CoreV1().ServiceAccounts(kilnNamespace).CreateToken(ctx, account,
+		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: &expiry}}, metav1.CreateOptions{})
+	if err != nil {
+		return "", err
+	}
+	kc := filepath.Join(c.Dir, account+".kubeconfig")
+	user := "system:serviceaccount:" + kilnNamespace + ":" + account
+	return kc, writeKubeconfig(kc, c.apiserverURL(), c.pki.ca.CertFile, user, "", credentials{token: tok.Status.Token})
 }
 
 // registerAPIService points kube-apiserver at Kiln. The APIService is the
@@ -646,7 +657,7 @@ func insecureClient() *http.Client {
 }
 
 func freePorts() (ports, error) {
-	var ps [6]int
+	var ps [7]int
 	var ls []net.Listener
 	defer func() {
 		for _, l := range ls {
@@ -661,5 +672,5 @@ func freePorts() (ports, error) {
 		ls = append(ls, l)
 		ps[i] = l.Addr().(*net.TCPAddr).Port
 	}
-	return ports{etcdClient: ps[0], etcdPeer: ps[1], apiserver: ps[2], controllerManager: ps[3], scheduler: ps[4], kiln: ps[5]}, nil
+	return ports{etcdClient: ps[0], etcdPeer: ps[1], apiserver: ps[2], controllerManager: ps[3], scheduler: ps[4], kiln: ps[5], controller: ps[6]}, nil
 }

@@ -1,0 +1,198 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/spf13/cobra"
+	corev1 "k8s.io/api/core/v1"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/apiserver/pkg/server/healthz"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/tools/leaderelection"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/component-base/cli/globalflag"
+	logsapi "k8s.io/component-base/logs/api/v1"
+	"k8s.io/component-base/metrics/legacyregistry"
+	_ "k8s.io/component-base/metrics/prometheus/clientgo" // client-go request metrics
+	_ "k8s.io/component-base/metrics/prometheus/workqueue" // work-queue depth, latency, retries
+	"k8s.io/klog/v2"
+
+	"kiln.dev/kiln/pkg/generated/clientset/versioned"
+	kilnscheme "kiln.dev/kiln/pkg/generated/clientset/versioned/scheme"
+	kilninformers "kiln.dev/kiln/pkg/generated/informers/externalversions"
+	"kiln.dev/kiln/pkg/reconcile/instance"
+	"kiln.dev/kiln/pkg/reconcile/instancetype"
+)
+
+// Events name Kiln's objects, so the scheme they are recorded with must
+// know them.
+func init() {
+	utilruntime.Must(kilnscheme.AddToScheme(clientgoscheme.Scheme))
+}
+
+// NewCommand returns the controller command; it runs until ctx is done.
+func NewCommand(ctx context.Context) *cobra.Command {
+	o := NewOptions()
+	cmd := &cobra.Command{
+		Use:          "kiln-controller",
+		Short:        "Turns Kiln's Instances into Pods and Services and reports InstanceType capacity",
+		SilenceUsage: true,
+		PersistentPreRunE: func(*cobra.Command, []string) error {
+			return logsapi.ValidateAndApply(o.Logs, nil)
+		},
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := o.Validate(); err != nil {
+				return err
+			}
+			return Run(ctx, o)
+		},
+	}
+	fs := cmd.Flags()
+	o.AddFlags(fs)
+	logsapi.AddFlags(o.Logs, fs)
+	globalflag.AddGlobalFlags(fs, cmd.Name())
+	return cmd
+}
+
+// Run serves health and metrics, and runs the loops while this replica
+// holds the leader Lease.
+func Run(ctx context.Context, o *Options) error {
+	logger := klog.FromContext(ctx)
+	cfg, err := clientcmd.BuildConfigFromFlags("", o.Kubeconfig)
+	if err != nil {
+		return fmt.Errorf("kubeconfig: %w", err)
+	}
+	cfg.QPS, cfg.Burst = o.QPS, o.Burst
+	cfg = rest.AddUserAgent(cfg, "kiln-controller")
+	kube, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	kiln, err := versioned.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+
+	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
+	broadcaster.StartStructuredLogging(4)
+	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: kube.CoreV1().Events("")})
+	defer broadcaster.Shutdown()
+	recorder := broadcaster.NewRecorder(clientgoscheme.Scheme, corev1.EventSource{Component: "kiln-controller"})
+
+	var electionChecker *leaderelection.HealthzAdaptor
+	checks := []healthz.HealthChecker{healthz.PingHealthz}
+	if o.LeaderElection.LeaderElect {
+		electionChecker = leaderelection.NewLeaderHealthzAdaptor(20 * time.Second)
+		checks = append(checks, electionChecker)
+	}
+	ln, err := net.Listen("tcp", o.BindAddress)
+	if err != nil {
+		return fmt.Errorf("--bind-address: %w", err)
+	}
+	mux := http.NewServeMux()
+	healthz.InstallHandler(mux, checks...)
+	healthz.InstallLivezHandler(mux, checks...)
+	mux.Handle("/metrics", legacyregistry.Handler())
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			logger.Error(err, "Health and metrics server stopped")
+		}
+	}()
+	defer func() { _ = srv.Close() }()
+	logger.Info("Serving health and metrics", "address", ln.Addr().String())
+
+	run := func(ctx context.Context) {
+		if err := runLoops(ctx, o, kube, kiln, recorder); err != nil {
+			logger.Error(err, "Controller loops stopped")
+			klog.FlushAndExit(klog.ExitFlushTimeout, 1)
+		}
+	}
+	if !o.LeaderElection.LeaderElect {
+		run(ctx)
+		return nil
+	}
+
+	host, err := os.Hostname()
+	if err != nil {
+		return err
+	}
+	id := host + "_" + uuid.NewString()
+	le := o.LeaderElection
+	lock, err := resourcelock.New(le.ResourceLock, le.ResourceNamespace, le.ResourceName,
+		kube.CoreV1(), kube.CoordinationV1(), resourcelock.ResourceLockConfig{Identity: id, EventRecorder: recorder})
+	if err != nil {
+		return err
+	}
+	lost := make(chan struct{})
+	leaderelection.RunOrDie(ctx, leaderelection.LeaderElectionConfig{
+		Lock:          lock,
+		LeaseDuration: le.LeaseDuration.Duration,
+		RenewDeadline: le.RenewDeadline.Duration,
+		RetryPeriod:   le.RetryPeriod.Duration,
+		// A replica that is shut down hands the Lease over at once.
+		ReleaseOnCancel: true,
+		WatchDog:        electionChecker,
+		Name:            "kiln-controller",
+		Callbacks: leaderelection.LeaderCallbacks{
+			OnStartedLeading: run,
+			OnStoppedLeading: func() { close(lost) },
+			OnNewLeader: func(identity string) {
+				logger.Info("Leader", "identity", identity, "self", identity == id)
+			},
+		},
+	})
+	select {
+	case <-ctx.Done():
+		return nil
+	case <-lost:
+		// Another replica may already act: stop at once rather than race
+		// it with stale caches; the Pod restarts and campaigns again.
+		return fmt.Errorf("lost the leader Lease %s/%s", le.ResourceNamespace, le.ResourceName)
+	}
+}
+
+// runLoops starts the informers and both loops, and returns when ctx is done.
+func runLoops(ctx context.Context, o *Options, kube kubernetes.Interface, kiln versioned.Interface, recorder record.EventRecorder) error {
+	kubeInformers := informers.NewSharedInformerFactory(kube, 0)
+	kilnInformers := kilninformers.NewSharedInformerFactory(kiln, 0)
+	pods := kubeInformers.Core().V1().Pods()
+	nodes := kubeInformers.Core().V1().Nodes()
+	instances, err := instance.NewController(kube, kiln,
+		kilnInformers.Gpu().V1alpha1().Instances(), kilnInformers.Gpu().V1alpha1().InstanceTypes(),
+		pods, kubeInformers.Core().V1().Services(), nodes, recorder,
+		instance.Options{
+			Render:           instance.RenderOptions{SSHImage: o.SSHImage},
+			AdmissionBackoff: o.AdmissionBackoff,
+			AdmissionWindow:  o.AdmissionWindow,
+		})
+	if err != nil {
+		return err
+	}
+	types := instancetype.NewController(kiln, kilnInformers.Gpu().V1alpha1().InstanceTypes(), nodes, pods)
+	kubeInformers.Start(ctx.Done())
+	kilnInformers.Start(ctx.Done())
+	defer kubeInformers.Shutdown()
+	defer kilnInformers.Shutdown()
+
+	var wg sync.WaitGroup
+	errs := make([]error, 2)
+	wg.Go(func() { errs[0] = instances.Run(ctx, o.InstanceWorkers) })
+	wg.Go(func() { errs[1] = types.Run(ctx, o.TypeWorkers) })
+	wg.Wait()
+	return errors.Join(errs...)
+}

@@ -1,0 +1,185 @@
+package instance
+
+import (
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"kiln.dev/kiln/pkg/apis/gpu/v1alpha1"
+)
+
+// Reasons of the Ready condition and of the Events the controller records.
+const (
+	ReasonPodReady          = "PodReady"
+	ReasonStarting          = "Starting"
+	ReasonUnschedulable     = "Unschedulable"
+	ReasonStopping          = "Stopping"
+	ReasonStopped           = "Stopped"
+	ReasonDeleting          = "Deleting"
+	ReasonFailed            = "Failed"
+	ReasonNameConflict      = "NameConflict"
+	ReasonInvalid           = "InvalidInstance"
+	ReasonAdmissionError    = "UnexpectedAdmissionError"
+	ReasonRebuilding        = "Rebuilding"
+	ReasonDrained           = "Drained"
+	ReasonPodOutOfDate      = "PodOutOfDate"
+	podAdmissionErrorReason = "UnexpectedAdmissionError"
+)
+
+// observed is what one sync saw of an Instance's world. It is all status
+// is computed from, so the computation is a pure function.
+type observed struct {
+	inst *v1alpha1.Instance
+	// pod and svc are the objects the Instance owns, nil when absent.
+	pod *corev1.Pod
+	svc *corev1.Service
+	// node is the Node the Pod is bound to, nil when unbound or unknown.
+	node *corev1.Node
+	// problem, when set, is why the controller cannot run the Instance as
+	// asked: a same-named object it does not own, a missing type, an
+	// admission failure it gave up on. It makes the Instance Failed.
+	problem *problem
+	// rebuilding says the Pod failed kubelet admission and is rebuilt.
+	rebuilding string
+}
+
+type problem struct {
+	reason, message string
+}
+
+// computeStatus derives an Instance's status from what was observed. It
+// keeps the condition transition times of the current status, so an
+// unchanged state writes nothing.
+func computeStatus(o observed) v1alpha1.InstanceStatus {
+	inst := o.inst
+	st := v1alpha1.InstanceStatus{
+		Conditions:         append([]metav1.Condition(nil), inst.Status.Conditions...),
+		ObservedGeneration: inst.Generation,
+		Allocations:        inst.Status.Allocations,
+	}
+	for _, p := range inst.Spec.Ports {
+		ps := v1alpha1.InstancePortStatus{Name: p.Name, Port: p.Port, Protocol: p.Protocol}
+		if ps.Protocol == "" {
+			ps.Protocol = corev1.ProtocolTCP
+		}
+		if o.svc != nil {
+			for _, sp := range o.svc.Spec.Ports {
+				if sp.Name == p.Name && sp.Port == p.Port && sp.Protocol == ps.Protocol {
+					ps.NodePort = sp.NodePort
+				}
+			}
+		}
+		st.Ports = append(st.Ports, ps)
+	}
+	if pod := o.pod; pod != nil {
+		st.NodeName = pod.Spec.NodeName
+		for _, ip := range pod.Status.PodIPs {
+			st.PodIPs = append(st.PodIPs, ip.IP)
+		}
+		st.StartTime = pod.Status.StartTime
+	}
+	if o.node != nil {
+		st.HostIPs = hostIPs(o.node)
+	}
+
+	ready := metav1.ConditionFalse
+	var reason, message string
+	switch {
+	case inst.DeletionTimestamp != nil:
+		st.Phase, reason, message = v1alpha1.InstanceDeleting, ReasonDeleting, "the Instance is being deleted; its Pod and Service are removed first"
+	case o.problem != nil:
+		st.Phase, reason, message = v1alpha1.InstanceFailed, o.problem.reason, o.problem.message
+	case inst.Spec.Stopped && o.pod != nil:
+		st.Phase, reason, message = v1alpha1.InstanceStopping, ReasonStopping, "the Pod is being deleted"
+	case inst.Spec.Stopped:
+		st.Phase, reason, message = v1alpha1.InstanceStopped, ReasonStopped, "stopped; start it with the instances/start subresource"
+		st.NodeName, st.PodIPs, st.HostIPs, st.StartTime = "", nil, nil, nil
+	case o.rebuilding != "":
+		st.Phase, reason, message = v1alpha1.InstanceStarting, ReasonRebuilding, o.rebuilding
+	case o.pod == nil:
+		st.Phase, reason, message = v1alpha1.InstanceStarting, ReasonStarting, "creating the Pod"
+	default:
+		st.Phase, reason, message = podPhase(o.pod)
+		if st.Phase == v1alpha1.InstanceReady {
+			ready = metav1.ConditionTrue
+		}
+	}
+	st.Message = message
+	meta.SetStatusCondition(&st.Conditions, metav1.Condition{
+		Type:               v1alpha1.InstanceConditionReady,
+		Status:             ready,
+		Reason:             reason,
+		Message:            message,
+		ObservedGeneration: inst.Generation,
+	})
+	return st
+}
+
+// podPhase maps the phase and conditions of a running Pod to the
+// Instance's.
+func podPhase(pod *corev1.Pod) (v1alpha1.InstancePhase, string, string) {
+	if pod.DeletionTimestamp != nil {
+		return v1alpha1.InstanceStarting, ReasonStarting, "waiting for the previous Pod to go"
+	}
+	switch pod.Status.Phase {
+	case corev1.PodFailed, corev1.PodSucceeded:
+		msg := pod.Status.Message
+		if msg == "" {
+			msg = fmt.Sprintf("the Pod is %s", pod.Status.Phase)
+		}
+		reason := pod.Status.Reason
+		if reason == "" {
+			reason = ReasonFailed
+		}
+		return v1alpha1.InstanceFailed, reason, msg
+	}
+	if c := podCondition(pod, corev1.PodScheduled); c == nil || c.Status != corev1.ConditionTrue {
+		msg := "waiting for the scheduler"
+		if c != nil && c.Message != "" {
+			msg = c.Message
+		}
+		if c != nil && c.Reason == corev1.PodReasonUnschedulable {
+			return v1alpha1.InstancePending, ReasonUnschedulable, msg
+		}
+		return v1alpha1.InstancePending, ReasonStarting, msg
+	}
+	if c := podCondition(pod, corev1.PodReady); c != nil && c.Status == corev1.ConditionTrue {
+		return v1alpha1.InstanceReady, ReasonPodReady, fmt.Sprintf("running on %s", pod.Spec.NodeName)
+	}
+	for _, cs := range pod.Status.ContainerStatuses {
+		if w := cs.State.Waiting; w != nil && w.Reason != "" {
+			return v1alpha1.InstanceStarting, ReasonStarting, fmt.Sprintf("container %s: %s: %s", cs.Name, w.Reason, w.Message)
+		}
+	}
+	return v1alpha1.InstanceStarting, ReasonStarting, fmt.Sprintf("scheduled on %s, waiting for it to become ready", pod.Spec.NodeName)
+}
+
+func podCondition(pod *corev1.Pod, t corev1.PodConditionType) *corev1.PodCondition {
+	for i := range pod.Status.Conditions {
+		if pod.Status.Conditions[i].Type == t {
+			return &pod.Status.Conditions[i]
+		}
+	}
+	return nil
+}
+
+// hostIPs lists a node's addresses users can reach, external ones first.
+func hostIPs(node *corev1.Node) []string {
+	var ips []string
+	for _, t := range []corev1.NodeAddressType{corev1.NodeExternalIP, corev1.NodeInternalIP} {
+		for _, a := range node.Status.Addresses {
+			if a.Type == t {
+				ips = append(ips, a.Address)
+			}
+		}
+	}
+	return ips
+}
+
+// admissionFailed says whether the kubelet refused the Pod at admission,
+// e.g. a device plugin that could not allocate the devices.
+func admissionFailed(pod *corev1.Pod) bool {
+	return pod != nil && pod.Status.Phase == corev1.PodFailed && pod.Status.Reason == podAdmissionErrorReason
+}

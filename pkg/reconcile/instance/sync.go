@@ -1,0 +1,369 @@
+package instance
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"hash/fnv"
+	"slices"
+	"strconv"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
+
+	"kiln.dev/kiln/pkg/apis/gpu/v1alpha1"
+)
+
+// Annotations on a rendered Pod: the Instance generation it was built
+// for and a hash of what was rendered, so a Pod is rebuilt only when an
+// edit of the Instance changes it (an edit of the InstanceType applies at
+// the next start, not by restarting everyone's machines).
+const (
+	AnnotationGeneration = "gpu.kiln.dev/instance-generation"
+	AnnotationPodHash    = "gpu.kiln.dev/pod-hash"
+)
+
+// sync brings one Instance's Pod and Service in line with its spec and
+// writes its status. It returns a delay after which the Instance should be
+// looked at again even if nothing changes (a pending rebuild).
+func (c *Controller) sync(ctx context.Context, key cache.ObjectName) (time.Duration, error) {
+	inst, err := c.instances.Instances(key.Namespace).Get(key.Name)
+	if apierrors.IsNotFound(err) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	pod, foreignPod, err := c.podOf(inst)
+	if err != nil {
+		return 0, err
+	}
+	svc, foreignSvc, err := c.serviceOf(inst)
+	if err != nil {
+		return 0, err
+	}
+	if inst.DeletionTimestamp != nil {
+		return 0, c.finalize(ctx, inst, pod, svc)
+	}
+	if !slices.Contains(inst.Finalizers, Finalizer) {
+		cp := inst.DeepCopy()
+		cp.Finalizers = append(cp.Finalizers, Finalizer)
+		if inst, err = c.kiln.GpuV1alpha1().Instances(inst.Namespace).Update(ctx, cp, metav1.UpdateOptions{FieldManager: ManagedBy}); err != nil {
+			return 0, err
+		}
+	}
+
+	o := observed{inst: inst, pod: pod, svc: svc}
+	var after time.Duration
+	t, err := c.types.Get(inst.Spec.Type)
+	switch {
+	case apierrors.IsNotFound(err):
+		o.problem = &problem{ReasonInvalid, fmt.Sprintf("instancetype %q does not exist; recreate it or delete this Instance", inst.Spec.Type)}
+	case err != nil:
+		return 0, err
+	case !inst.Spec.Stopped && (t.DeletionTimestamp != nil || t.Spec.Hold == v1alpha1.HoldDrain):
+		// The stop goes into spec, so it holds when the type reopens and
+		// is charged again only at an explicit start.
+		if inst, err = c.drain(ctx, inst, t); err != nil {
+			return 0, err
+		}
+		o.inst = inst
+	}
+	if conflict := conflictMessage(inst, foreignPod, foreignSvc); conflict != "" {
+		o.problem = &problem{ReasonNameConflict, conflict}
+		if readyReason(inst) != ReasonNameConflict {
+			c.recorder.Event(inst, corev1.EventTypeWarning, ReasonNameConflict, conflict)
+		}
+	}
+
+	if o.problem == nil || o.problem.reason != ReasonNameConflict {
+		if o.svc, err = c.syncService(ctx, inst, svc); err != nil {
+			return 0, err
+		}
+	}
+	switch {
+	case inst.Spec.Stopped:
+		c.clearFailures(inst)
+		if pod != nil && pod.DeletionTimestamp == nil {
+			if err := c.deletePod(ctx, pod); err != nil {
+				return 0, err
+			}
+		}
+	case o.problem != nil:
+	default:
+		after, err = c.syncPod(ctx, &o, t)
+		if err != nil {
+			return 0, err
+		}
+	}
+	if o.pod != nil && o.pod.Spec.NodeName != "" {
+		node, err := c.nodes.Get(o.pod.Spec.NodeName)
+		if err != nil && !apierrors.IsNotFound(err) {
+			return 0, err
+		}
+		o.node = node
+	}
+	return after, c.writeStatus(ctx, inst, computeStatus(o))
+}
+
+// syncPod creates the Pod when missing, rebuilds it when an edit changed
+// it or the kubelet refused it at admission, and fills o with what it saw.
+func (c *Controller) syncPod(ctx context.Context, o *observed, t *v1alpha1.InstanceType) (time.Duration, error) {
+	inst, pod := o.inst, o.pod
+	var node *corev1.Node
+	if inst.Spec.NodeName != "" {
+		n, err := c.nodes.Get(inst.Spec.NodeName)
+		if apierrors.IsNotFound(err) {
+			o.problem = &problem{ReasonInvalid, fmt.Sprintf("spec.nodeName: node %q does not exist; pin the Instance to a node of instancetype %q or clear spec.nodeName", inst.Spec.NodeName, t.Name)}
+			return 0, nil
+		}
+		if err != nil {
+			return 0, err
+		}
+		node = n
+	}
+	desired, err := RenderPod(inst, t, node, c.opts.Render)
+	if err != nil {
+		o.problem = &problem{ReasonInvalid, err.Error()}
+		return 0, nil
+	}
+	hash, err := podHash(desired)
+	if err != nil {
+		return 0, err
+	}
+	desired.Annotations = map[string]string{
+		AnnotationGeneration: strconv.FormatInt(inst.Generation, 10),
+		AnnotationPodHash:    hash,
+	}
+
+	switch {
+	case pod == nil:
+		created, err := c.kube.CoreV1().Pods(inst.Namespace).Create(ctx, desired, metav1.CreateOptions{FieldManager: ManagedBy})
+		if err != nil {
+			// AlreadyExists: the informer has not seen a Pod created
+			// before (by us, before a restart); look again.
+			return 0, err
+		}
+		o.pod = created
+		klog.FromContext(ctx).V(2).Info("Created Pod", "pod", klog.KObj(created))
+	case pod.DeletionTimestamp != nil:
+		// Its deletion wakes us.
+	case admissionFailed(pod):
+		return c.rebuildRefused(ctx, o)
+	case pod.Annotations[AnnotationGeneration] != desired.Annotations[AnnotationGeneration] &&
+		pod.Annotations[AnnotationPodHash] != hash:
+		c.recorder.Eventf(inst, corev1.EventTypeNormal, ReasonPodOutOfDate, "The spec changed; rebuilding Pod %s", pod.Name)
+		return 0, c.deletePod(ctx, pod)
+	default:
+		if isReady(pod) {
+			c.clearFailures(inst)
+		}
+	}
+	return 0, nil
+}
+
+// rebuildRefused deletes a Pod the kubelet refused at admission so it is
+// created again, after a backoff that doubles each time, for as long as the
+// window since the first refusal lasts. After that the Pod stays, failed,
+// as the visible error.
+func (c *Controller) rebuildRefused(ctx context.Context, o *observed) (time.Duration, error) {
+	inst, pod := o.inst, o.pod
+	now := c.now()
+	c.mu.Lock()
+	f := c.failures[inst.UID]
+	if f == nil {
+		f = &admissionFailures{first: now}
+		c.failures[inst.UID] = f
+	}
+	if f.podUID != pod.UID {
+		f.podUID, f.failedAt = pod.UID, now
+	}
+	delay := c.opts.AdmissionBackoff << min(f.attempts, 20)
+	rebuildAt := f.failedAt.Add(delay)
+	if !f.gaveUp && rebuildAt.After(f.first.Add(c.opts.AdmissionWindow)) {
+		f.gaveUp = true
+		c.recorder.Eventf(inst, corev1.EventTypeWarning, ReasonAdmissionError,
+			"Gave up after %d rebuilds in %s: %s", f.attempts, c.opts.AdmissionWindow, pod.Status.Message)
+	}
+	attempts, gaveUp := f.attempts, f.gaveUp
+	c.mu.Unlock()
+
+	if gaveUp {
+		o.problem = &problem{ReasonAdmissionError, fmt.Sprintf(
+			"the kubelet refused the Pod at admission and %d rebuilds did not help: %s; stop and start the Instance to try again",
+			attempts, pod.Status.Message)}
+		return 0, nil
+	}
+	if wait := rebuildAt.Sub(now); wait > 0 {
+		o.rebuilding = fmt.Sprintf("the kubelet refused the Pod at admission (%s); rebuilding it in %s", pod.Status.Message, wait.Round(time.Second))
+		return wait, nil
+	}
+	c.mu.Lock()
+	f.attempts++
+	c.mu.Unlock()
+	c.recorder.Eventf(inst, corev1.EventTypeWarning, ReasonAdmissionError,
+		"The kubelet refused Pod %s at admission (%s); rebuilding it (attempt %d)", pod.Name, pod.Status.Message, attempts+1)
+	o.rebuilding = fmt.Sprintf("the kubelet refused the Pod at admission (%s); rebuilding it", pod.Status.Message)
+	return 0, c.deletePod(ctx, pod)
+}
+
+func (c *Controller) clearFailures(inst *v1alpha1.Instance) {
+	c.mu.Lock()
+	delete(c.failures, inst.UID)
+	c.mu.Unlock()
+}
+
+// syncService makes the owned Service match the spec's ports, keeping the
+// node ports of ports that stay, and removes it when no port is left. It
+// is kept across stops, so what users connect to does not move.
+func (c *Controller) syncService(ctx context.Context, inst *v1alpha1.Instance, svc *corev1.Service) (*corev1.Service, error) {
+	services := c.kube.CoreV1().Services(inst.Namespace)
+	desired := RenderService(inst, svc)
+	switch {
+	case desired == nil && svc == nil:
+		return nil, nil
+	case desired == nil:
+		return nil, c.deleteService(ctx, svc)
+	case svc == nil:
+		return services.Create(ctx, desired, metav1.CreateOptions{FieldManager: ManagedBy})
+	case serviceUpToDate(svc, desired):
+		return svc, nil
+	}
+	cp := svc.DeepCopy()
+	cp.Labels = desired.Labels
+	cp.Spec.Type = desired.Spec.Type
+	cp.Spec.Selector = desired.Spec.Selector
+	cp.Spec.Ports = desired.Spec.Ports
+	return services.Update(ctx, cp, metav1.UpdateOptions{FieldManager: ManagedBy})
+}
+
+// serviceUpToDate compares what RenderService decides; node ports it left
+// at 0 are the API server's to allocate.
+func serviceUpToDate(have, want *corev1.Service) bool {
+	if have.Spec.Type != want.Spec.Type || !equality.Semantic.DeepEqual(have.Spec.Selector, want.Spec.Selector) ||
+		!equality.Semantic.DeepEqual(have.Labels, want.Labels) || len(have.Spec.Ports) != len(want.Spec.Ports) {
+		return false
+	}
+	for i, w := range want.Spec.Ports {
+		h := have.Spec.Ports[i]
+		if h.Name != w.Name || h.Port != w.Port || h.Protocol != w.Protocol || h.TargetPort != w.TargetPort ||
+			(w.NodePort != 0 && h.NodePort != w.NodePort) {
+			return false
+		}
+	}
+	return true
+}
+
+// drain stops an Instance whose type is draining or being deleted.
+func (c *Controller) drain(ctx context.Context, inst *v1alpha1.Instance, t *v1alpha1.InstanceType) (*v1alpha1.Instance, error) {
+	why := "is draining"
+	if t.DeletionTimestamp != nil {
+		why = "is being deleted"
+	}
+	cp := inst.DeepCopy()
+	cp.Spec.Stopped = true
+	updated, err := c.kiln.GpuV1alpha1().Instances(inst.Namespace).Update(ctx, cp, metav1.UpdateOptions{FieldManager: ManagedBy})
+	if err != nil {
+		return nil, err
+	}
+	c.recorder.Eventf(updated, corev1.EventTypeNormal, ReasonDrained, "Stopped: instancetype %s %s", t.Name, why)
+	return updated, nil
+}
+
+// finalize removes a deleted Instance's Pod and Service, then lets the
+// Instance go.
+func (c *Controller) finalize(ctx context.Context, inst *v1alpha1.Instance, pod *corev1.Pod, svc *corev1.Service) error {
+	if !slices.Contains(inst.Finalizers, Finalizer) {
+		return nil
+	}
+	if err := c.writeStatus(ctx, inst, computeStatus(observed{inst: inst, pod: pod, svc: svc})); err != nil {
+		return err
+	}
+	if pod != nil {
+		if pod.DeletionTimestamp == nil {
+			if err := c.deletePod(ctx, pod); err != nil {
+				return err
+			}
+		}
+		// The Pod's deletion wakes us.
+		return nil
+	}
+	if svc != nil {
+		return c.deleteService(ctx, svc)
+	}
+	inst, err := c.kiln.GpuV1alpha1().Instances(inst.Namespace).Get(ctx, inst.Name, metav1.GetOptions{})
+	if err != nil {
+		return client404(err)
+	}
+	cp := inst.DeepCopy()
+	cp.Finalizers = slices.DeleteFunc(cp.Finalizers, func(f string) bool { return f == Finalizer })
+	_, err = c.kiln.GpuV1alpha1().Instances(inst.Namespace).Update(ctx, cp, metav1.UpdateOptions{FieldManager: ManagedBy})
+	c.clearFailures(inst)
+	return client404(err)
+}
+
+// deletePod deletes exactly the Pod that was looked at: the UID
+// precondition keeps a stale cache from deleting a newer Pod.
+func (c *Controller) deletePod(ctx context.Context, pod *corev1.Pod) error {
+	err := c.kube.CoreV1().Pods(pod.Namespace).Delete(ctx, pod.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &pod.UID}})
+	return client404(err)
+}
+
+func (c *Controller) deleteService(ctx context.Context, svc *corev1.Service) error {
+	err := c.kube.CoreV1().Services(svc.Namespace).Delete(ctx, svc.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &svc.UID}})
+	return client404(err)
+}
+
+func client404(err error) error {
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	return err
+}
+
+// writeStatus writes st through /status when it differs from what is
+// stored, and records an Event when the phase changes. A conflict is
+// returned, so the key is requeued and the status computed afresh.
+func (c *Controller) writeStatus(ctx context.Context, inst *v1alpha1.Instance, st v1alpha1.InstanceStatus) error {
+	if equality.Semantic.DeepEqual(inst.Status, st) {
+		return nil
+	}
+	cp := inst.DeepCopy()
+	cp.Status = st
+	updated, err := c.kiln.GpuV1alpha1().Instances(inst.Namespace).UpdateStatus(ctx, cp, metav1.UpdateOptions{FieldManager: ManagedBy})
+	if err != nil {
+		return err
+	}
+	if inst.Status.Phase != st.Phase {
+		eventType := corev1.EventTypeNormal
+		if st.Phase == v1alpha1.InstanceFailed || st.Phase == v1alpha1.InstancePending {
+			eventType = corev1.EventTypeWarning
+		}
+		c.recorder.Event(updated, eventType, string(st.Phase), st.Message)
+	}
+	return nil
+}
+
+func isReady(pod *corev1.Pod) bool {
+	c := podCondition(pod, corev1.PodReady)
+	return c != nil && c.Status == corev1.ConditionTrue
+}
+
+// podHash fingerprints a rendered Pod's spec, labels and owner.
+func podHash(pod *corev1.Pod) (string, error) {
+	b, err := json.Marshal(struct {
+		Spec   corev1.PodSpec
+		Labels map[string]string
+	}{pod.Spec, pod.Labels})
+	if err != nil {
+		return "", err
+	}
+	h := fnv.New64a()
+	_, _ = h.Write(b)
+	return strconv.FormatUint(h.Sum64(), 36), nil
+}

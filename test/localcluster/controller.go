@@ -1,0 +1,63 @@
+package localcluster
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"slices"
+	"strconv"
+	"time"
+)
+
+const controllerServiceAccount = "kiln-controller"
+
+// startController runs kiln-controller as its Deployment would: as its
+// ServiceAccount (so artifacts/rbac/controller.yaml is what it may do),
+// reaching Kiln's API through the aggregator, with leader election on.
+func (c *Cluster) startController(ctx context.Context) error {
+	kc, err := c.serviceAccountKubeconfig(ctx, controllerServiceAccount)
+	if err != nil {
+		return err
+	}
+	args := append([]string{
+		"--kubeconfig=" + kc,
+		"--bind-address=127.0.0.1:" + strconv.Itoa(c.ports.controller),
+		"--leader-elect=true",
+		"--leader-elect-resource-namespace=" + kilnNamespace,
+		// A killed replica's Lease is taken over within seconds.
+		"--leader-elect-lease-duration=4s",
+		"--leader-elect-renew-deadline=3s",
+		"--leader-elect-retry-period=500ms",
+		"--ssh-image=kiln-ssh:local",
+	}, c.opts.ControllerFlags...)
+	if err := c.start("kiln-controller", args...); err != nil {
+		return err
+	}
+	return c.waitHTTP(ctx, &http.Client{Timeout: 5 * time.Second}, c.ControllerURL()+"/healthz")
+}
+
+// ControllerURL serves the controller's /healthz and /metrics.
+func (c *Cluster) ControllerURL() string {
+	return "http://127.0.0.1:" + strconv.Itoa(c.ports.controller)
+}
+
+// KillController ends kiln-controller with SIGKILL, as a crash or an OOM
+// kill would: no cleanup, no Lease release.
+func (c *Cluster) KillController() error {
+	i := slices.IndexFunc(c.procs, func(p *process) bool { return p.name == "kiln-controller" })
+	if i < 0 {
+		return fmt.Errorf("kiln-controller is not running")
+	}
+	p := c.procs[i]
+	if err := p.cmd.Process.Kill(); err != nil {
+		return err
+	}
+	<-p.done
+	c.procs = slices.Delete(c.procs, i, i+1)
+	return nil
+}
+
+// StartController starts kiln-controller again after KillController.
+func (c *Cluster) StartController(ctx context.Context) error {
+	return c.startController(ctx)
+}
