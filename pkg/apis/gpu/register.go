@@ -31,7 +31,7 @@ var (
 func addKnownTypes(scheme *runtime.Scheme) error {
 	scheme.AddKnownTypes(SchemeGroupVersion,
 		&InstanceType{}, &InstanceTypeList{},
-		&Instance{}, &InstanceList{},
+		&Instance{}, &InstanceList{}, &InstanceLogOptions{},
 		&Claim{}, &ClaimList{},
 		&Budget{}, &BudgetList{},
 	)

@@ -511,6 +511,22 @@ type InstanceList struct {
 
 // +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
 
+// InstanceLogOptions are the query parameters of instances/log, a subset
+// of a Pod's log options.
+type InstanceLogOptions struct {
+	metav1.TypeMeta `json:",inline"`
+
+	Container    string `json:"container,omitempty"`
+	Follow       bool   `json:"follow,omitempty"`
+	Previous     bool   `json:"previous,omitempty"`
+	SinceSeconds *int64 `json:"sinceSeconds,omitempty"`
+	Timestamps   bool   `json:"timestamps,omitempty"`
+	TailLines    *int64 `json:"tailLines,omitempty"`
+	LimitBytes   *int64 `json:"limitBytes,omitempty"`
+}
+
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+
 // Claim reserves accelerators ahead of any workload, e.g. "hold 4 H100s on
 // one node". An Instance consumes it through spec.claimName.
 type Claim struct {

@@ -350,6 +350,7 @@ func GetOpenAPIDefinitions(ref common.ReferenceCallback) map[string]common.OpenA
 		v1alpha1.HostResources{}.OpenAPIModelName():                schema_pkg_apis_gpu_v1alpha1_HostResources(ref),
 		v1alpha1.Instance{}.OpenAPIModelName():                     schema_pkg_apis_gpu_v1alpha1_Instance(ref),
 		v1alpha1.InstanceList{}.OpenAPIModelName():                 schema_pkg_apis_gpu_v1alpha1_InstanceList(ref),
+		v1alpha1.InstanceLogOptions{}.OpenAPIModelName():           schema_pkg_apis_gpu_v1alpha1_InstanceLogOptions(ref),
 		v1alpha1.InstancePort{}.OpenAPIModelName():                 schema_pkg_apis_gpu_v1alpha1_InstancePort(ref),
 		v1alpha1.InstancePortStatus{}.OpenAPIModelName():           schema_pkg_apis_gpu_v1alpha1_InstancePortStatus(ref),
 		v1alpha1.InstanceResources{}.OpenAPIModelName():            schema_pkg_apis_gpu_v1alpha1_InstanceResources(ref),
@@ -18148,6 +18149,82 @@ func schema_pkg_apis_gpu_v1alpha1_InstanceList(ref common.ReferenceCallback) com
 		},
 		Dependencies: []string{
 			metav1.ListMeta{}.OpenAPIModelName(), v1alpha1.Instance{}.OpenAPIModelName()},
+	}
+}
+
+func schema_pkg_apis_gpu_v1alpha1_InstanceLogOptions(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "InstanceLogOptions are the query parameters of instances/log: those of a Pod's log, read from the Instance's Pod.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"kind": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Kind is a string value representing the REST resource this object represents. Servers may infer this from the endpoint the client submits requests to. Cannot be updated. In CamelCase. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"apiVersion": {
+						SchemaProps: spec.SchemaProps{
+							Description: "APIVersion defines the versioned schema of this representation of an object. Servers should convert recognized schemas to the latest internal value, and may reject unrecognized values. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#resources",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"container": {
+						SchemaProps: spec.SchemaProps{
+							Description: "container to read. Defaults to \"main\", the Instance's own; \"ssh\" is the SSH sidecar of an Instance with spec.ssh.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"follow": {
+						SchemaProps: spec.SchemaProps{
+							Description: "follow streams the log as it grows.",
+							Type:        []string{"boolean"},
+							Format:      "",
+						},
+					},
+					"previous": {
+						SchemaProps: spec.SchemaProps{
+							Description: "previous reads the log of the container's previous run, after a restart of the container in the same Pod.",
+							Type:        []string{"boolean"},
+							Format:      "",
+						},
+					},
+					"sinceSeconds": {
+						SchemaProps: spec.SchemaProps{
+							Description: "sinceSeconds reads only lines this recent.",
+							Type:        []string{"integer"},
+							Format:      "int64",
+						},
+					},
+					"timestamps": {
+						SchemaProps: spec.SchemaProps{
+							Description: "timestamps prefixes every line with its RFC3339 time.",
+							Type:        []string{"boolean"},
+							Format:      "",
+						},
+					},
+					"tailLines": {
+						SchemaProps: spec.SchemaProps{
+							Description: "tailLines reads this many lines from the end.",
+							Type:        []string{"integer"},
+							Format:      "int64",
+						},
+					},
+					"limitBytes": {
+						SchemaProps: spec.SchemaProps{
+							Description: "limitBytes stops after this many bytes.",
+							Type:        []string{"integer"},
+							Format:      "int64",
+						},
+					},
+				},
+			},
+		},
 	}
 }
 

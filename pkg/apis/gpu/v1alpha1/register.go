@@ -29,7 +29,7 @@ func init() {
 func addKnownTypes(scheme *runtime.Scheme) error {
 	scheme.AddKnownTypes(SchemeGroupVersion,
 		&InstanceType{}, &InstanceTypeList{},
-		&Instance{}, &InstanceList{},
+		&Instance{}, &InstanceList{}, &InstanceLogOptions{},
 		&Claim{}, &ClaimList{},
 		&Budget{}, &BudgetList{},
 	)

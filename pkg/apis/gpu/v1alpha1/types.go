@@ -225,6 +225,8 @@ type InstanceTypeList struct {
 }
 
 // +genclient
+// +genclient:method=Start,verb=create,subresource=start,input=Instance,result=Instance
+// +genclient:method=Stop,verb=create,subresource=stop,input=Instance,result=Instance
 // +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
 
 // Instance is one GPU machine a tenant runs: one Pod on a node of its type,
@@ -510,6 +512,39 @@ type InstanceList struct {
 	metav1.ListMeta `json:"metadata,omitempty"`
 	// items is the list of Instances.
 	Items []Instance `json:"items"`
+}
+
+// +k8s:conversion-gen:explicit-from=net/url.Values
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+
+// InstanceLogOptions are the query parameters of instances/log: those of a
+// Pod's log, read from the Instance's Pod.
+type InstanceLogOptions struct {
+	metav1.TypeMeta `json:",inline"`
+
+	// container to read. Defaults to "main", the Instance's own; "ssh" is
+	// the SSH sidecar of an Instance with spec.ssh.
+	// +optional
+	Container string `json:"container,omitempty"`
+	// follow streams the log as it grows.
+	// +optional
+	Follow bool `json:"follow,omitempty"`
+	// previous reads the log of the container's previous run, after a
+	// restart of the container in the same Pod.
+	// +optional
+	Previous bool `json:"previous,omitempty"`
+	// sinceSeconds reads only lines this recent.
+	// +optional
+	SinceSeconds *int64 `json:"sinceSeconds,omitempty"`
+	// timestamps prefixes every line with its RFC3339 time.
+	// +optional
+	Timestamps bool `json:"timestamps,omitempty"`
+	// tailLines reads this many lines from the end.
+	// +optional
+	TailLines *int64 `json:"tailLines,omitempty"`
+	// limitBytes stops after this many bytes.
+	// +optional
+	LimitBytes *int64 `json:"limitBytes,omitempty"`
 }
 
 // +genclient

@@ -97,6 +97,11 @@ func (in InstanceList) OpenAPIModelName() string {
 }
 
 // OpenAPIModelName returns the OpenAPI model name for this type.
+func (in InstanceLogOptions) OpenAPIModelName() string {
+	return "dev.kiln.gpu.v1alpha1.InstanceLogOptions"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
 func (in InstancePort) OpenAPIModelName() string {
 	return "dev.kiln.gpu.v1alpha1.InstancePort"
 }

@@ -444,3 +444,25 @@ func validateInstanceStatus(status *gpu.InstanceStatus, fldPath *field.Path) fie
 	}
 	return allErrs
 }
+
+// ValidateInstanceLogOptions validates the query of instances/log with the
+// limits kube-apiserver puts on a Pod's log options, so a bad value is
+// refused here, naming the parameter, rather than by the cluster.
+func ValidateInstanceLogOptions(opts *gpu.InstanceLogOptions) field.ErrorList {
+	var allErrs field.ErrorList
+	if opts.Container != "" {
+		for _, msg := range utilvalidation.IsDNS1123Label(opts.Container) {
+			allErrs = append(allErrs, field.Invalid(field.NewPath("container"), opts.Container, msg))
+		}
+	}
+	if s := opts.SinceSeconds; s != nil && *s < 1 {
+		allErrs = append(allErrs, field.Invalid(field.NewPath("sinceSeconds"), *s, "must be greater than 0"))
+	}
+	if n := opts.TailLines; n != nil && *n < 0 {
+		allErrs = append(allErrs, field.Invalid(field.NewPath("tailLines"), *n, "must be 0 or more"))
+	}
+	if n := opts.LimitBytes; n != nil && *n < 1 {
+		allErrs = append(allErrs, field.Invalid(field.NewPath("limitBytes"), *n, "must be greater than 0"))
+	}
+	return allErrs
+}

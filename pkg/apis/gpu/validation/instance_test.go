@@ -470,3 +470,30 @@ func TestValidateInstanceStatusUpdate(t *testing.T) {
 		})
 	}
 }
+
+func TestValidateInstanceLogOptions(t *testing.T) {
+	cases := []struct {
+		name string
+		opts gpu.InstanceLogOptions
+		want []string
+	}{
+		{name: "empty"},
+		{name: "every option", opts: gpu.InstanceLogOptions{
+			Container: "ssh", Follow: true, Previous: true, Timestamps: true,
+			SinceSeconds: ptrTo(int64(60)), TailLines: ptrTo(int64(0)), LimitBytes: ptrTo(int64(1)),
+		}},
+		{name: "container is a DNS label", opts: gpu.InstanceLogOptions{Container: "Main_1"},
+			want: []string{"Invalid container"}},
+		{name: "sinceSeconds of 0", opts: gpu.InstanceLogOptions{SinceSeconds: ptrTo(int64(0))},
+			want: []string{"Invalid sinceSeconds"}},
+		{name: "negative tailLines", opts: gpu.InstanceLogOptions{TailLines: ptrTo(int64(-1))},
+			want: []string{"Invalid tailLines"}},
+		{name: "limitBytes of 0", opts: gpu.InstanceLogOptions{LimitBytes: ptrTo(int64(0))},
+			want: []string{"Invalid limitBytes"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			expectErrors(t, ValidateInstanceLogOptions(&tc.opts), tc.want)
+		})
+	}
+}

@@ -89,10 +89,22 @@ func ExtractInstance(instance *gpuv1alpha1.Instance, fieldManager string) (*Inst
 	return ExtractInstanceFrom(instance, fieldManager, "")
 }
 
+// ExtractInstanceStart extracts the applied configuration owned by fieldManager from
+// instance for the start subresource.
+func ExtractInstanceStart(instance *gpuv1alpha1.Instance, fieldManager string) (*InstanceApplyConfiguration, error) {
+	return ExtractInstanceFrom(instance, fieldManager, "start")
+}
+
 // ExtractInstanceStatus extracts the applied configuration owned by fieldManager from
 // instance for the status subresource.
 func ExtractInstanceStatus(instance *gpuv1alpha1.Instance, fieldManager string) (*InstanceApplyConfiguration, error) {
 	return ExtractInstanceFrom(instance, fieldManager, "status")
+}
+
+// ExtractInstanceStop extracts the applied configuration owned by fieldManager from
+// instance for the stop subresource.
+func ExtractInstanceStop(instance *gpuv1alpha1.Instance, fieldManager string) (*InstanceApplyConfiguration, error) {
+	return ExtractInstanceFrom(instance, fieldManager, "stop")
 }
 
 func (b InstanceApplyConfiguration) IsApplyConfiguration() {}

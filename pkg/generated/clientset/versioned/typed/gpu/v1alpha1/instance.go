@@ -51,6 +51,9 @@ type InstanceInterface interface {
 	Apply(ctx context.Context, instance *applyconfigurationgpuv1alpha1.InstanceApplyConfiguration, opts v1.ApplyOptions) (result *gpuv1alpha1.Instance, err error)
 	// Add a +genclient:noStatus comment above the type to avoid generating ApplyStatus().
 	ApplyStatus(ctx context.Context, instance *applyconfigurationgpuv1alpha1.InstanceApplyConfiguration, opts v1.ApplyOptions) (result *gpuv1alpha1.Instance, err error)
+	Start(ctx context.Context, instanceName string, instance *gpuv1alpha1.Instance, opts v1.CreateOptions) (*gpuv1alpha1.Instance, error)
+	Stop(ctx context.Context, instanceName string, instance *gpuv1alpha1.Instance, opts v1.CreateOptions) (*gpuv1alpha1.Instance, error)
+
 	InstanceExpansion
 }
 
@@ -71,4 +74,34 @@ func newInstances(c *GpuV1alpha1Client, namespace string) *instances {
 			func() *gpuv1alpha1.InstanceList { return &gpuv1alpha1.InstanceList{} },
 		),
 	}
+}
+
+// Start takes the representation of a instance and creates it.  Returns the server's representation of the instance, and an error, if there is any.
+func (c *instances) Start(ctx context.Context, instanceName string, instance *gpuv1alpha1.Instance, opts v1.CreateOptions) (result *gpuv1alpha1.Instance, err error) {
+	result = &gpuv1alpha1.Instance{}
+	err = c.GetClient().Post().
+		Namespace(c.GetNamespace()).
+		Resource("instances").
+		Name(instanceName).
+		SubResource("start").
+		VersionedParams(&opts, scheme.ParameterCodec).
+		Body(instance).
+		Do(ctx).
+		Into(result)
+	return
+}
+
+// Stop takes the representation of a instance and creates it.  Returns the server's representation of the instance, and an error, if there is any.
+func (c *instances) Stop(ctx context.Context, instanceName string, instance *gpuv1alpha1.Instance, opts v1.CreateOptions) (result *gpuv1alpha1.Instance, err error) {
+	result = &gpuv1alpha1.Instance{}
+	err = c.GetClient().Post().
+		Namespace(c.GetNamespace()).
+		Resource("instances").
+		Name(instanceName).
+		SubResource("stop").
+		VersionedParams(&opts, scheme.ParameterCodec).
+		Body(instance).
+		Do(ctx).
+		Into(result)
+	return
 }

@@ -19,7 +19,11 @@ limitations under the License.
 package fake
 
 import (
+	context "context"
+
+	v1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	gentype "k8s.io/client-go/gentype"
+	testing "k8s.io/client-go/testing"
 	v1alpha1 "kiln.dev/kiln/pkg/apis/gpu/v1alpha1"
 	gpuv1alpha1 "kiln.dev/kiln/pkg/generated/applyconfiguration/gpu/v1alpha1"
 	typedgpuv1alpha1 "kiln.dev/kiln/pkg/generated/clientset/versioned/typed/gpu/v1alpha1"
@@ -48,4 +52,28 @@ func newFakeInstances(fake *FakeGpuV1alpha1, namespace string) typedgpuv1alpha1.
 		),
 		fake,
 	}
+}
+
+// Start takes the representation of a instance and creates it.  Returns the server's representation of the instance, and an error, if there is any.
+func (c *fakeInstances) Start(ctx context.Context, instanceName string, instance *v1alpha1.Instance, opts v1.CreateOptions) (result *v1alpha1.Instance, err error) {
+	emptyResult := &v1alpha1.Instance{}
+	obj, err := c.Fake.
+		Invokes(testing.NewCreateSubresourceActionWithOptions(c.Resource(), instanceName, "start", c.Namespace(), instance, opts), emptyResult)
+
+	if obj == nil {
+		return emptyResult, err
+	}
+	return obj.(*v1alpha1.Instance), err
+}
+
+// Stop takes the representation of a instance and creates it.  Returns the server's representation of the instance, and an error, if there is any.
+func (c *fakeInstances) Stop(ctx context.Context, instanceName string, instance *v1alpha1.Instance, opts v1.CreateOptions) (result *v1alpha1.Instance, err error) {
+	emptyResult := &v1alpha1.Instance{}
+	obj, err := c.Fake.
+		Invokes(testing.NewCreateSubresourceActionWithOptions(c.Resource(), instanceName, "stop", c.Namespace(), instance, opts), emptyResult)
+
+	if obj == nil {
+		return emptyResult, err
+	}
+	return obj.(*v1alpha1.Instance), err
 }
