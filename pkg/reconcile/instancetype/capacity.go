@@ -1,0 +1,355 @@
+// Package instancetype is the controller loop that reports each
+// InstanceType's pool in its status: the Nodes its Instances can run on,
+// their cards, and what the Pods bound to them leave free. This file is the
+// computation, a pure function of the type, the Nodes and the Pods.
+package instancetype
+
+import (
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/klog/v2"
+
+	"kiln.dev/kiln/pkg/apis/gpu/v1alpha1"
+)
+
+// ConditionAvailable is True while the pool has room for one more Instance
+// of the type: a free card or partition, or for a CPU-only type a node. It
+// does not look at spec.hold; status.phase reports that.
+const ConditionAvailable = "Available"
+
+// Reasons of the Available condition.
+const (
+	ReasonCapacityAvailable = "CapacityAvailable"
+	ReasonNoCapacity        = "NoCapacity"
+	ReasonNoNodes           = "NoNodes"
+)
+
+// modelLabels names, per vendor, the node label that carries the card
+// model. NVIDIA's is set by GPU feature discovery. Other vendors have no
+// label we can rely on, so their pool is the nodeSelector alone and the
+// admin selects the model there.
+var modelLabels = map[string]string{
+	"nvidia": "nvidia.com/gpu.product",
+}
+
+// InPool reports whether node carries every label of the type's
+// nodeSelector and, for a vendor with a known model label, the model. It
+// says nothing about whether the node can take Pods now.
+func InPool(t *v1alpha1.InstanceType, node *corev1.Node) bool {
+	for k, v := range t.Spec.NodeSelector {
+		if got, ok := node.Labels[k]; !ok || got != v {
+			return false
+		}
+	}
+	if a := t.Spec.Accelerator; a != nil {
+		if label, ok := modelLabels[a.Vendor]; ok && node.Labels[label] != a.Model {
+			return false
+		}
+	}
+	return true
+}
+
+// schedulable reports whether the scheduler would place a Pod of the type
+// on node: Ready, not cordoned, and no NoSchedule or NoExecute taint the
+// type's tolerations miss. Nodes that are not contribute nothing.
+func schedulable(t *v1alpha1.InstanceType, node *corev1.Node) bool {
+	if node.Spec.Unschedulable || !isReady(node) {
+		return false
+	}
+	for i := range node.Spec.Taints {
+		taint := &node.Spec.Taints[i]
+		if taint.Effect == corev1.TaintEffectPreferNoSchedule {
+			continue
+		}
+		// Gt and Lt tolerations only pass validation where the cluster
+		// enables them, so honouring them here is safe.
+		tolerated := slices.ContainsFunc(t.Spec.Tolerations, func(tol corev1.Toleration) bool {
+			return tol.ToleratesTaint(klog.Background(), taint, true)
+		})
+		if !tolerated {
+			return false
+		}
+	}
+	return true
+}
+
+func isReady(node *corev1.Node) bool {
+	for _, c := range node.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// cardResource is the extended resource that counts whole cards: the
+// exclusive one, else the one slices sit on. "" for a CPU-only or a
+// partitions-only type, which have no whole cards to offer.
+func cardResource(t *v1alpha1.InstanceType) corev1.ResourceName {
+	a := t.Spec.Accelerator
+	switch {
+	case a == nil:
+		return ""
+	case a.Exclusive != nil && a.Exclusive.ResourceName != "":
+		return corev1.ResourceName(a.Exclusive.ResourceName)
+	case a.Sliced != nil && a.Sliced.ResourceName != "":
+		return corev1.ResourceName(a.Sliced.ResourceName)
+	}
+	return ""
+}
+
+// countedResources are the resources whose use changes the type's
+// capacity: its card resource and its partitions'.
+func countedResources(t *v1alpha1.InstanceType) []corev1.ResourceName {
+	var names []corev1.ResourceName
+	if r := cardResource(t); r != "" {
+		names = append(names, r)
+	}
+	if a := t.Spec.Accelerator; a != nil {
+		for _, p := range a.Partitions {
+			names = append(names, corev1.ResourceName(p.ResourceName))
+		}
+	}
+	return names
+}
+
+// Capacity counts the type's pool. nodes and pods may be supersets: Nodes
+// outside the pool and Pods bound elsewhere are ignored. Every Pod bound to
+// a counted node takes its share, whether Kiln made it or not.
+//
+// Cards and partitions are counted as the scheduler sees them, by the
+// nodes' allocatable extended resources. A slice asks for one unit of the
+// card resource besides its percentages, so it takes a card slot: an L4
+// node with 4 cards and one slice has 3 free. MIG partitions are resources
+// of their own next to the whole cards (as the device plugin's mixed
+// strategy reports them), so they are counted independently of them.
+func Capacity(t *v1alpha1.InstanceType, nodes []*corev1.Node, pods []*corev1.Pod) v1alpha1.InstanceTypeCapacity {
+	counted := map[string]*corev1.Node{}
+	for _, n := range nodes {
+		if InPool(t, n) && schedulable(t, n) {
+			counted[n.Name] = n
+		}
+	}
+	used := map[string]corev1.ResourceList{}
+	for _, p := range pods {
+		if _, ok := counted[p.Spec.NodeName]; !ok || !occupies(p) {
+			continue
+		}
+		if used[p.Spec.NodeName] == nil {
+			used[p.Spec.NodeName] = corev1.ResourceList{}
+		}
+		addResources(used[p.Spec.NodeName], podRequests(p))
+	}
+
+	c := v1alpha1.InstanceTypeCapacity{Nodes: int32(len(counted))}
+	c.Cards, c.FreeCards = count(counted, used, cardResource(t))
+	if a := t.Spec.Accelerator; a != nil {
+		for _, p := range a.Partitions {
+			total, free := count(counted, used, corev1.ResourceName(p.ResourceName))
+			c.Partitions = append(c.Partitions, v1alpha1.PartitionCapacity{Name: p.Name, Total: total, Free: free})
+		}
+	}
+	return c
+}
+
+// count sums a resource's allocatable and free units over nodes. A node
+// whose Pods ask for more than it has (it shrank under them) has none free,
+// and does not eat into the others'.
+func count(nodes map[string]*corev1.Node, used map[string]corev1.ResourceList, name corev1.ResourceName) (total, free int32) {
+	if name == "" {
+		return 0, 0
+	}
+	for nodeName, n := range nodes {
+		alloc := n.Status.Allocatable[name]
+		inUse := used[nodeName][name]
+		total += int32(alloc.Value())
+		free += int32(max(alloc.Value()-inUse.Value(), 0))
+	}
+	return total, free
+}
+
+// occupies reports whether the scheduler counts the Pod against its node:
+// bound and not finished.
+func occupies(p *corev1.Pod) bool {
+	return p.Spec.NodeName != "" && p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed
+}
+
+// podRequests is what the scheduler reserves for a Pod: its containers
+// together or its largest init container, whichever is more, where an init
+// container with restartPolicy Always (a sidecar) keeps running beside
+// everything started after it; plus the runtime class overhead. It reads
+// the spec only, so the allocation of a Pod being resized in place is not
+// looked at.
+func podRequests(p *corev1.Pod) corev1.ResourceList {
+	reqs := corev1.ResourceList{}
+	for i := range p.Spec.Containers {
+		addResources(reqs, containerRequests(&p.Spec.Containers[i]))
+	}
+	sidecars := corev1.ResourceList{}
+	initPeak := corev1.ResourceList{}
+	for i := range p.Spec.InitContainers {
+		c := &p.Spec.InitContainers[i]
+		r := containerRequests(c)
+		if c.RestartPolicy != nil && *c.RestartPolicy == corev1.ContainerRestartPolicyAlways {
+			addResources(reqs, r)
+			addResources(sidecars, r)
+			r = sidecars.DeepCopy()
+		} else {
+			addResources(r, sidecars)
+		}
+		maxResources(initPeak, r)
+	}
+	maxResources(reqs, initPeak)
+	addResources(reqs, p.Spec.Overhead)
+	return reqs
+}
+
+// containerRequests are the container's requests, with its limits standing
+// in where a request is absent, as API defaulting does.
+func containerRequests(c *corev1.Container) corev1.ResourceList {
+	r := c.Resources.Requests.DeepCopy()
+	if r == nil {
+		r = corev1.ResourceList{}
+	}
+	for name, q := range c.Resources.Limits {
+		if _, ok := r[name]; !ok {
+			r[name] = q.DeepCopy()
+		}
+	}
+	return r
+}
+
+func addResources(into, r corev1.ResourceList) {
+	for name, q := range r {
+		sum := into[name]
+		sum.Add(q)
+		into[name] = sum
+	}
+}
+
+func maxResources(into, r corev1.ResourceList) {
+	for name, q := range r {
+		if cur, ok := into[name]; !ok || q.Cmp(cur) > 0 {
+			into[name] = q.DeepCopy()
+		}
+	}
+}
+
+// Phase is Draining for a type being drained or deleted, Held for one on
+// hold, Active otherwise.
+func Phase(t *v1alpha1.InstanceType) v1alpha1.InstanceTypePhase {
+	switch {
+	case t.DeletionTimestamp != nil || t.Spec.Hold == v1alpha1.HoldDrain:
+		return v1alpha1.InstanceTypeDraining
+	case t.Spec.Hold == v1alpha1.HoldNew:
+		return v1alpha1.InstanceTypeHeld
+	}
+	return v1alpha1.InstanceTypeActive
+}
+
+// Status is the status the type should have. It starts from the type's
+// current conditions and sets Available through meta.SetStatusCondition,
+// so now becomes its lastTransitionTime only when its status flips, and an
+// unchanged pool gives a status equal to the current one.
+func Status(t *v1alpha1.InstanceType, nodes []*corev1.Node, pods []*corev1.Pod, now metav1.Time) v1alpha1.InstanceTypeStatus {
+	st := v1alpha1.InstanceTypeStatus{
+		Phase:              Phase(t),
+		Capacity:           Capacity(t, nodes, pods),
+		Conditions:         slices.Clone(t.Status.Conditions),
+		ObservedGeneration: t.Generation,
+	}
+	cond := available(t, st.Capacity)
+	cond.ObservedGeneration = t.Generation
+	cond.LastTransitionTime = now
+	meta.SetStatusCondition(&st.Conditions, cond)
+	return st
+}
+
+// available is the Available condition for a pool of capacity c.
+func available(t *v1alpha1.InstanceType, c v1alpha1.InstanceTypeCapacity) metav1.Condition {
+	cond := metav1.Condition{Type: ConditionAvailable, Status: metav1.ConditionFalse}
+	if c.Nodes == 0 {
+		cond.Reason = ReasonNoNodes
+		cond.Message = fmt.Sprintf("instancetype %s has no Ready, uncordoned node in its pool (%s): "+
+			"label nodes to match spec.nodeSelector, or check spec.tolerations against their taints", t.Name, poolDescription(t))
+		return cond
+	}
+	if t.Spec.Accelerator == nil {
+		cond.Status = metav1.ConditionTrue
+		cond.Reason = ReasonCapacityAvailable
+		cond.Message = fmt.Sprintf("%d nodes in the pool", c.Nodes)
+		return cond
+	}
+	free, total := c.FreeCards, c.Cards
+	for _, p := range c.Partitions {
+		free += p.Free
+		total += p.Total
+	}
+	switch {
+	case len(countedResources(t)) == 0:
+		cond.Reason = ReasonNoCapacity
+		cond.Message = fmt.Sprintf("instancetype %s names no card or partition resource in spec.accelerator to count", t.Name)
+	case total == 0:
+		cond.Reason = ReasonNoCapacity
+		cond.Message = fmt.Sprintf("the %d nodes in the pool of instancetype %s offer none of %s: check that the device plugin runs there",
+			c.Nodes, t.Name, resourceList(countedResources(t)))
+	case free == 0:
+		cond.Reason = ReasonNoCapacity
+		cond.Message = fmt.Sprintf("everything is in use: %s", capacityDescription(c))
+	default:
+		cond.Status = metav1.ConditionTrue
+		cond.Reason = ReasonCapacityAvailable
+		cond.Message = capacityDescription(c)
+	}
+	return cond
+}
+
+// poolDescription lists the labels a pool node carries, for messages.
+func poolDescription(t *v1alpha1.InstanceType) string {
+	pairs := make([]string, 0, len(t.Spec.NodeSelector)+1)
+	for k, v := range t.Spec.NodeSelector {
+		pairs = append(pairs, k+"="+v)
+	}
+	if a := t.Spec.Accelerator; a != nil {
+		if label, ok := modelLabels[a.Vendor]; ok && !slices.Contains(pairs, label+"="+a.Model) {
+			pairs = append(pairs, label+"="+a.Model)
+		}
+	}
+	if len(pairs) == 0 {
+		return "every node"
+	}
+	sort.Strings(pairs)
+	return "nodes labelled " + strings.Join(pairs, ",")
+}
+
+func capacityDescription(c v1alpha1.InstanceTypeCapacity) string {
+	parts := []string{fmt.Sprintf("%d of %d cards free on %d nodes", c.FreeCards, c.Cards, c.Nodes)}
+	for _, p := range c.Partitions {
+		parts = append(parts, fmt.Sprintf("%d of %d %s partitions free", p.Free, p.Total, p.Name))
+	}
+	return strings.Join(parts, ", ")
+}
+
+func resourceList(names []corev1.ResourceName) string {
+	s := make([]string, len(names))
+	for i, n := range names {
+		s[i] = string(n)
+	}
+	return strings.Join(s, ", ")
+}
+
+// usesCounted reports whether requests touch any resource counted for t.
+func usesCounted(t *v1alpha1.InstanceType, requests corev1.ResourceList) bool {
+	for _, name := range countedResources(t) {
+		if q, ok := requests[name]; ok && !q.IsZero() {
+			return true
+		}
+	}
+	return false
+}

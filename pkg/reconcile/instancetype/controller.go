@@ -1,0 +1,372 @@
+package instancetype
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
+	coreinformers "k8s.io/client-go/informers/core/v1"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/klog/v2"
+
+	"kiln.dev/kiln/pkg/apis/gpu/v1alpha1"
+	"kiln.dev/kiln/pkg/generated/clientset/versioned"
+	kilninformers "kiln.dev/kiln/pkg/generated/informers/externalversions/gpu/v1alpha1"
+	listers "kiln.dev/kiln/pkg/generated/listers/gpu/v1alpha1"
+)
+
+// ControllerName names the controller in logs and work-queue metrics.
+const ControllerName = "instancetype"
+
+// podsByNode indexes Pods by spec.nodeName, so a sync reads the Pods of
+// its pool's nodes rather than every Pod.
+const podsByNode = "spec.nodeName"
+
+// Controller keeps each InstanceType's status (phase, pool capacity, the
+// Available condition) in line with its Nodes and the Pods bound to them.
+// The queue holds InstanceType names.
+type Controller struct {
+	kiln versioned.Interface
+
+	types listers.InstanceTypeLister
+	nodes corelisters.NodeLister
+	pods  cache.TypedIndexer[*corev1.Pod]
+
+	registrations []cache.ResourceEventHandlerRegistration
+	// setupErr is why the wiring failed; Run returns it.
+	setupErr error
+
+	queue workqueue.TypedRateLimitingInterface[string]
+	now   func() time.Time
+}
+
+// NewController wires the controller to its informers. It adds the
+// spec.nodeName index to the Pod informer; an index of that name already
+// there (another loop sharing the informer) is taken to index the same and
+// used as it is. Indexers and handlers may be added before or after the
+// informers start. Wiring errors are returned by Run.
+func NewController(
+	kiln versioned.Interface,
+	types kilninformers.InstanceTypeInformer,
+	nodes coreinformers.NodeInformer,
+	pods coreinformers.PodInformer,
+) *Controller {
+	podInformer := coreinformers.ToTypedPodInformer(pods).TypedInformer()
+	c := &Controller{
+		kiln:  kiln,
+		types: types.Lister(),
+		nodes: nodes.Lister(),
+		pods:  podInformer.GetTypedIndexer(),
+		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
+			workqueue.DefaultTypedControllerRateLimiter[string](),
+			workqueue.TypedRateLimitingQueueConfig[string]{Name: ControllerName}),
+		now: time.Now,
+	}
+	c.setupErr = c.register(
+		kilninformers.ToTypedInstanceTypeInformer(types).TypedInformer(),
+		coreinformers.ToTypedNodeInformer(nodes).TypedInformer(),
+		podInformer,
+	)
+	return c
+}
+
+func (c *Controller) register(types kilninformers.InstanceTypeIndexInformer, nodes coreinformers.NodeIndexInformer, pods coreinformers.PodIndexInformer) error {
+	if _, ok := pods.GetIndexer().GetIndexers()[podsByNode]; !ok {
+		err := pods.AddTypedIndexers(coreinformers.PodIndexers{podsByNode: func(p *corev1.Pod) ([]string, error) {
+			if p.Spec.NodeName == "" {
+				return nil, nil
+			}
+			return []string{p.Spec.NodeName}, nil
+		}})
+		if err != nil {
+			return fmt.Errorf("indexing pods by node for the %s controller: %w", ControllerName, err)
+		}
+	}
+
+	reg, err := types.AddTypedEventHandler(kilninformers.InstanceTypeHandlerFuncs{
+		AddFunc:    func(t *v1alpha1.InstanceType) { c.queue.Add(t.Name) },
+		UpdateFunc: func(_, t *v1alpha1.InstanceType) { c.queue.Add(t.Name) },
+		DeleteFunc: func(d kilninformers.DeletedInstanceType) { c.queue.Add(d.GetName()) },
+	})
+	if err != nil {
+		return fmt.Errorf("watching for the %s controller: %w", ControllerName, err)
+	}
+	c.registrations = append(c.registrations, reg)
+
+	reg, err = nodes.AddTypedEventHandler(coreinformers.NodeHandlerFuncs{
+		AddFunc: func(n *corev1.Node) { c.enqueuePoolsOf(n) },
+		UpdateFunc: func(old, n *corev1.Node) {
+			if nodeChanged(old, n) {
+				c.enqueuePoolsOf(old, n)
+			}
+		},
+		DeleteFunc: c.nodeDeleted,
+	})
+	if err != nil {
+		return fmt.Errorf("watching for the %s controller: %w", ControllerName, err)
+	}
+	c.registrations = append(c.registrations, reg)
+
+	reg, err = pods.AddTypedEventHandler(coreinformers.PodHandlerFuncs{
+		AddFunc: func(p *corev1.Pod) { c.enqueuePoolsUsedBy(p) },
+		UpdateFunc: func(old, p *corev1.Pod) {
+			if podChanged(old, p) {
+				c.enqueuePoolsUsedBy(old, p)
+			}
+		},
+		DeleteFunc: c.podDeleted,
+	})
+	if err != nil {
+		return fmt.Errorf("watching for the %s controller: %w", ControllerName, err)
+	}
+	c.registrations = append(c.registrations, reg)
+	return nil
+}
+
+// nodeChanged reports whether an update can change any pool's capacity:
+// labels (membership), allocatable, readiness, cordon or taints. Heartbeats
+// and image lists do not.
+func nodeChanged(old, cur *corev1.Node) bool {
+	return !maps.Equal(old.Labels, cur.Labels) ||
+		old.Spec.Unschedulable != cur.Spec.Unschedulable ||
+		isReady(old) != isReady(cur) ||
+		!apiequality.Semantic.DeepEqual(old.Status.Allocatable, cur.Status.Allocatable) ||
+		!apiequality.Semantic.DeepEqual(old.Spec.Taints, cur.Spec.Taints)
+}
+
+// podChanged reports whether an update can change what a Pod takes from a
+// node: binding, finishing, moving, or (in-place resize) its requests.
+// Phase changes between Pending and Running do not.
+func podChanged(old, cur *corev1.Pod) bool {
+	if occupies(old) != occupies(cur) || old.Spec.NodeName != cur.Spec.NodeName {
+		return true
+	}
+	return occupies(cur) && !apiequality.Semantic.DeepEqual(podRequests(old), podRequests(cur))
+}
+
+// nodeDeleted queues the pools of a deleted node. A tombstone may come
+// without the node; then its labels, and so its pools, are unknown.
+func (c *Controller) nodeDeleted(d coreinformers.DeletedNode) {
+	if d.OptionalObj == nil {
+		c.enqueueAll()
+		return
+	}
+	c.enqueuePoolsOf(d.OptionalObj)
+}
+
+// podDeleted queues the pools a deleted Pod took from, all of them when
+// the tombstone comes without the Pod.
+func (c *Controller) podDeleted(d coreinformers.DeletedPod) {
+	if d.OptionalObj == nil {
+		c.enqueueAll()
+		return
+	}
+	c.enqueuePoolsUsedBy(d.OptionalObj)
+}
+
+// enqueuePoolsOf queues the types whose pool holds any of nodes.
+func (c *Controller) enqueuePoolsOf(nodes ...*corev1.Node) {
+	types, err := c.types.List(labels.Everything())
+	if err != nil {
+		utilruntime.HandleError(err)
+		return
+	}
+	for _, t := range types {
+		for _, n := range nodes {
+			if InPool(t, n) {
+				c.queue.Add(t.Name)
+				break
+			}
+		}
+	}
+}
+
+// enqueuePoolsUsedBy queues, for each Pod that occupies a node, the types
+// whose pool holds that node and whose counted resources the Pod asks for.
+// A Pod whose node is not known yet is skipped: the node's add event
+// queues its pools, and their sync reads the Pod from the index.
+func (c *Controller) enqueuePoolsUsedBy(pods ...*corev1.Pod) {
+	types, err := c.types.List(labels.Everything())
+	if err != nil {
+		utilruntime.HandleError(err)
+		return
+	}
+	for _, p := range pods {
+		if !occupies(p) {
+			continue
+		}
+		node, err := c.nodes.Get(p.Spec.NodeName)
+		if err != nil {
+			continue
+		}
+		requests := podRequests(p)
+		for _, t := range types {
+			if InPool(t, node) && usesCounted(t, requests) {
+				c.queue.Add(t.Name)
+			}
+		}
+	}
+}
+
+func (c *Controller) enqueueAll() {
+	types, err := c.types.List(labels.Everything())
+	if err != nil {
+		utilruntime.HandleError(err)
+		return
+	}
+	for _, t := range types {
+		c.queue.Add(t.Name)
+	}
+}
+
+// HasSynced reports whether the informers have synced and every event of
+// their initial lists has reached the controller's handlers.
+func (c *Controller) HasSynced() bool {
+	if c.setupErr != nil {
+		return false
+	}
+	for _, r := range c.registrations {
+		if !r.HasSynced() {
+			return false
+		}
+	}
+	return true
+}
+
+// Run waits for the caches, then runs workers until ctx is done, and
+// returns once they have stopped. It returns an error when the wiring
+// failed or ctx ended before the caches synced.
+func (c *Controller) Run(ctx context.Context, workers int) error {
+	defer utilruntime.HandleCrashWithContext(ctx)
+	defer c.queue.ShutDown()
+	if c.setupErr != nil {
+		return c.setupErr
+	}
+	logger := klog.FromContext(ctx).WithValues("controller", ControllerName)
+	ctx = klog.NewContext(ctx, logger)
+
+	checkers := make([]cache.DoneChecker, len(c.registrations))
+	for i, r := range c.registrations {
+		checkers[i] = r.HasSyncedChecker()
+	}
+	if !cache.WaitFor(ctx, "caches to sync", checkers...) {
+		return fmt.Errorf("%s controller: caches did not sync: %w", ControllerName, context.Cause(ctx))
+	}
+
+	logger.Info("Starting workers", "count", workers)
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() { wait.UntilWithContext(ctx, c.runWorker, time.Second) })
+	}
+	<-ctx.Done()
+	logger.Info("Shutting down workers")
+	c.queue.ShutDown()
+	wg.Wait()
+	return nil
+}
+
+func (c *Controller) runWorker(ctx context.Context) {
+	for c.processNextItem(ctx) {
+	}
+}
+
+func (c *Controller) processNextItem(ctx context.Context) bool {
+	name, shutdown := c.queue.Get()
+	if shutdown {
+		return false
+	}
+	defer c.queue.Done(name)
+
+	err := c.sync(ctx, name)
+	switch {
+	case err == nil:
+		c.queue.Forget(name)
+	case apierrors.IsConflict(err):
+		// The informer brings the newer object; the retry computes from it.
+		klog.FromContext(ctx).V(2).Info("Status write conflicted, requeuing", "instancetype", name)
+		c.queue.AddRateLimited(name)
+	default:
+		utilruntime.HandleErrorWithContext(ctx, err, "Syncing InstanceType failed, requeuing", "instancetype", name)
+		c.queue.AddRateLimited(name)
+	}
+	return true
+}
+
+// sync writes the status of one InstanceType, computed from the listers,
+// when it differs from the stored one.
+func (c *Controller) sync(ctx context.Context, name string) error {
+	logger := klog.FromContext(ctx).WithValues("instancetype", name)
+	t, err := c.types.Get(name)
+	if apierrors.IsNotFound(err) {
+		logger.V(4).Info("InstanceType is gone")
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+
+	nodes, err := c.poolNodes(t)
+	if err != nil {
+		return err
+	}
+	pods, err := c.podsOn(nodes)
+	if err != nil {
+		return err
+	}
+	status := Status(t, nodes, pods, metav1.NewTime(c.now()))
+	if apiequality.Semantic.DeepEqual(t.Status, status) {
+		logger.V(4).Info("Status is up to date")
+		return nil
+	}
+
+	updated := t.DeepCopy()
+	updated.Status = status
+	if _, err := c.kiln.GpuV1alpha1().InstanceTypes().UpdateStatus(ctx, updated, metav1.UpdateOptions{}); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return fmt.Errorf("updating status of instancetype %s: %w", name, err)
+	}
+	logger.V(2).Info("Updated status", "phase", status.Phase,
+		"nodes", status.Capacity.Nodes, "cards", status.Capacity.Cards, "freeCards", status.Capacity.FreeCards)
+	return nil
+}
+
+// poolNodes lists the nodes in the type's pool, whatever their state.
+func (c *Controller) poolNodes(t *v1alpha1.InstanceType) ([]*corev1.Node, error) {
+	candidates, err := c.nodes.List(labels.SelectorFromSet(t.Spec.NodeSelector))
+	if err != nil {
+		return nil, err
+	}
+	var nodes []*corev1.Node
+	for _, n := range candidates {
+		if InPool(t, n) {
+			nodes = append(nodes, n)
+		}
+	}
+	return nodes, nil
+}
+
+// podsOn lists the Pods bound to nodes, through the index.
+func (c *Controller) podsOn(nodes []*corev1.Node) ([]*corev1.Pod, error) {
+	var pods []*corev1.Pod
+	for _, n := range nodes {
+		on, err := c.pods.ByTypedIndex(podsByNode, n.Name)
+		if err != nil {
+			return nil, fmt.Errorf("listing pods on node %s: %w", n.Name, err)
+		}
+		pods = append(pods, on...)
+	}
+	return pods, nil
+}
