@@ -6,7 +6,7 @@ BIN := $(OUTPUT)/bin
 GO_SOURCES := $(shell find cmd pkg -name '*.go' 2>/dev/null) go.mod go.sum
 TEST_SOURCES := $(shell find test -name '*.go' 2>/dev/null) test/go.mod test/go.sum
 
-.PHONY: all build control-plane generate verify test unit e2e up down run clean
+.PHONY: all build control-plane generate verify test unit e2e bench up down run clean
 
 all: build
 
@@ -74,6 +74,12 @@ e2e: control-plane build $(BIN)/kiln-up
 # State (wiped on every start) is in LOCAL_DIR; the launcher's PID in
 # LOCAL_DIR.pid.
 LOCAL_DIR := $(OUTPUT)/local
+
+# Create-to-Ready of 200 and 1,000 Instances next to bare Pod+Service
+# creates, on a local control plane of its own (_output/bench). Not part of
+# `make test`: it takes about ten minutes. Figures: docs/benchmarks.md.
+bench: control-plane build
+	cd test && go test -run='^$$' -bench=CreateToReady -benchtime=1x -timeout=60m ./bench/
 
 up: control-plane build $(BIN)/kiln-up
 	$(BIN)/kiln-up --dir=$(LOCAL_DIR) --bin-dir=$(BIN) --repo-root=.

@@ -1,0 +1,238 @@
+// Package bench measures how long Instances take from create to Ready on
+// a local control plane with simulated nodes, next to bare Pod+Service
+// creates on the same cluster. Run it with `make bench`; it is not part of
+// `make test`.
+package bench
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+
+	gpuv1 "kiln.dev/kiln/pkg/apis/gpu/v1alpha1"
+	"kiln.dev/kiln/pkg/generated/clientset/versioned"
+	instancectl "kiln.dev/kiln/pkg/reconcile/instance"
+	"kiln.dev/kiln/test/localcluster"
+)
+
+// Both the controller and the benchmark's own client get this client-side
+// rate limit, so neither side of the comparison is held back by its client.
+const qps, burst = 500, 1000
+
+// Ten CPU nodes with room for 150 Pods each.
+func inventory() []localcluster.NodeSpec {
+	var nodes []localcluster.NodeSpec
+	for i := range 10 {
+		nodes = append(nodes, localcluster.NodeSpec{
+			Name: fmt.Sprintf("bench-%d", i),
+			Resources: corev1.ResourceList{
+				corev1.ResourceCPU:    resource.MustParse("1000"),
+				corev1.ResourceMemory: resource.MustParse("4Ti"),
+				corev1.ResourcePods:   resource.MustParse("150"),
+			},
+		})
+	}
+	return nodes
+}
+
+func BenchmarkCreateToReady(b *testing.B) {
+	root, err := filepath.Abs(filepath.Join("..", ".."))
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	c, err := localcluster.Start(ctx, localcluster.Options{
+		Dir: filepath.Join(root, "_output", "bench"), BinDir: filepath.Join(root, "_output", "bin"), RepoRoot: root,
+		Nodes:           inventory(),
+		Log:             os.Stderr,
+		ControllerFlags: []string{fmt.Sprintf("--kube-api-qps=%d", qps), fmt.Sprintf("--kube-api-burst=%d", burst), "--instance-workers=16"},
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Stop()
+	cfg := rest.CopyConfig(c.AdminConfig)
+	cfg.QPS, cfg.Burst = qps, burst
+	kube := kubernetes.NewForConfigOrDie(cfg)
+	kiln := versioned.NewForConfigOrDie(cfg)
+	if _, err := kiln.GpuV1alpha1().InstanceTypes().Create(ctx, &gpuv1.InstanceType{
+		ObjectMeta: metav1.ObjectMeta{Name: "bench"},
+		Spec: gpuv1.InstanceTypeSpec{ResourcesPerCard: gpuv1.HostResources{
+			CPU: ptr.To(resource.MustParse("100m")), Memory: ptr.To(resource.MustParse("64Mi")),
+		}},
+	}, metav1.CreateOptions{}); err != nil {
+		b.Fatal(err)
+	}
+	for _, n := range []int{200, 1000} {
+		for _, kind := range []string{"instances", "pods+services"} {
+			b.Run(fmt.Sprintf("%s/n=%d", kind, n), func(b *testing.B) {
+				for i := range b.N {
+					ns := fmt.Sprintf("bench-%s-%d-%d", map[string]string{"instances": "inst", "pods+services": "pod"}[kind], n, i)
+					r := runOnce(b, kube, kiln, kind, ns, n)
+					b.ReportMetric(r.total.Seconds(), "s-all-ready")
+					b.ReportMetric(r.p50.Seconds(), "s-p50")
+					b.ReportMetric(r.p99.Seconds(), "s-p99")
+				}
+			})
+		}
+	}
+}
+
+type result struct{ total, p50, p99 time.Duration }
+
+// runOnce creates n objects of kind in a fresh namespace with 16 parallel
+// clients and waits until every one is Ready: the Instance's Ready
+// condition, or the bare Pod's. Latency is from each create's start.
+func runOnce(b *testing.B, kube kubernetes.Interface, kiln versioned.Interface, kind, ns string, n int) result {
+	ctx := context.Background()
+	if _, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		b.Fatal(err)
+	}
+	// Pods need the namespace's default ServiceAccount.
+	if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		_, err := kube.CoreV1().ServiceAccounts(ns).Get(ctx, "default", metav1.GetOptions{})
+		return err == nil, nil
+	}); err != nil {
+		b.Fatal(err)
+	}
+	defer cleanup(b, kube, ns)
+
+	var mu sync.Mutex
+	started := map[string]time.Time{}
+	ready := map[string]time.Time{}
+	var w watch.Interface
+	var err error
+	if kind == "instances" {
+		w, err = kiln.GpuV1alpha1().Instances(ns).Watch(ctx, metav1.ListOptions{})
+	} else {
+		w, err = kube.CoreV1().Pods(ns).Watch(ctx, metav1.ListOptions{})
+	}
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer w.Stop()
+	allReady := make(chan struct{})
+	go func() {
+		for ev := range w.ResultChan() {
+			var name string
+			var ok bool
+			switch o := ev.Object.(type) {
+			case *gpuv1.Instance:
+				name, ok = o.Name, meta.IsStatusConditionTrue(o.Status.Conditions, gpuv1.InstanceConditionReady)
+			case *corev1.Pod:
+				name = o.Name
+				for _, c := range o.Status.Conditions {
+					ok = ok || (c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue)
+				}
+			}
+			mu.Lock()
+			if _, seen := ready[name]; ok && !seen {
+				ready[name] = time.Now()
+				if len(ready) == n {
+					close(allReady)
+				}
+			}
+			mu.Unlock()
+		}
+	}()
+
+	b.ResetTimer()
+	start := time.Now()
+	names := make(chan string)
+	var wg sync.WaitGroup
+	for range 16 {
+		wg.Go(func() {
+			for name := range names {
+				mu.Lock()
+				started[name] = time.Now()
+				mu.Unlock()
+				if err := create(ctx, kube, kiln, kind, ns, name); err != nil {
+					b.Error(err)
+				}
+			}
+		})
+	}
+	for i := range n {
+		names <- fmt.Sprintf("b-%04d", i)
+	}
+	close(names)
+	wg.Wait()
+	select {
+	case <-allReady:
+	case <-time.After(15 * time.Minute):
+		b.Fatalf("%d of %d %s Ready after 15 minutes", len(ready), n, kind)
+	}
+	total := time.Since(start)
+	b.StopTimer()
+
+	mu.Lock()
+	defer mu.Unlock()
+	var lat []time.Duration
+	for name, t := range ready {
+		lat = append(lat, t.Sub(started[name]))
+	}
+	slices.Sort(lat)
+	return result{total: total, p50: lat[len(lat)/2], p99: lat[len(lat)*99/100]}
+}
+
+// create makes one Instance, or the Pod and Service the controller would
+// make for it, built with the controller's own rendering.
+func create(ctx context.Context, kube kubernetes.Interface, kiln versioned.Interface, kind, ns, name string) error {
+	inst := &gpuv1.Instance{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Spec: gpuv1.InstanceSpec{
+			Type: "bench", Image: "busybox:1",
+			Ports: []gpuv1.InstancePort{{Name: "http", Port: 8080, Protocol: corev1.ProtocolTCP}},
+		},
+	}
+	if kind == "instances" {
+		_, err := kiln.GpuV1alpha1().Instances(ns).Create(ctx, inst, metav1.CreateOptions{})
+		return err
+	}
+	inst.Spec.Resources = gpuv1.InstanceResources{CPU: ptr.To(resource.MustParse("100m")), Memory: ptr.To(resource.MustParse("64Mi"))}
+	typ := &gpuv1.InstanceType{ObjectMeta: metav1.ObjectMeta{Name: "bench"}}
+	pod, err := instancectl.RenderPod(inst, typ, nil, instancectl.RenderOptions{})
+	if err != nil {
+		return err
+	}
+	pod.OwnerReferences = nil
+	svc := instancectl.RenderService(inst, nil)
+	svc.OwnerReferences = nil
+	if _, err := kube.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		return err
+	}
+	_, err = kube.CoreV1().Services(ns).Create(ctx, svc, metav1.CreateOptions{})
+	return err
+}
+
+// cleanup deletes the namespace and waits until it is gone, so the next
+// run has the nodes and the node-port range to itself.
+func cleanup(b *testing.B, kube kubernetes.Interface, ns string) {
+	ctx := context.Background()
+	if err := kube.CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{}); err != nil {
+		b.Error(err)
+		return
+	}
+	err := wait.PollUntilContextTimeout(ctx, time.Second, 10*time.Minute, true, func(ctx context.Context) (bool, error) {
+		_, err := kube.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
+		return err != nil, nil
+	})
+	if err != nil {
+		b.Errorf("namespace %s not gone: %v", ns, err)
+	}
+}
