@@ -89,7 +89,7 @@ type Cluster struct {
 }
 
 type ports struct {
-	etcdClient, etcdPeer, apiserver, controllerManager, scheduler, kiln, controller int
+	etcdClient, etcdPeer, apiserver, controllerManager, scheduler, kiln, controller, kwok int
 }
 
 // Start brings the whole control plane up and returns once the APIService
@@ -294,6 +294,9 @@ func (c *Cluster) startAPIServer(ctx context.Context) error {
 		"--proxy-client-key-file="+c.FrontProxyClient.KeyFile,
 		"--allow-privileged=true",
 		"--profiling=false",
+		// Logs and exec go to the node's kubelet, kwok's server here; its
+		// nodes have no resolvable hostname, only an address.
+		"--kubelet-preferred-address-types=InternalIP",
 	)
 	if err != nil {
 		return err
@@ -374,8 +377,28 @@ func (c *Cluster) startKwok(ctx context.Context) error {
 		podfast.DefaultPodComplete,
 		podfast.DefaultPodDelete,
 	}, "\n---\n")
+	// Every container's log is this file, so a log read through Kiln has
+	// something to show; follow streams what is appended to it.
+	if err := os.WriteFile(c.ContainerLogFile(), []byte(criLogLine("container started")), 0o644); err != nil {
+		return err
+	}
+	stages += fmt.Sprintf(`
+---
+apiVersion: kwok.x-k8s.io/v1alpha1
+kind: ClusterLogs
+metadata:
+  name: every-container
+spec:
+  logs:
+  - logsFile: %q
+    follow: true
+`, c.ContainerLogFile())
 	stagesFile := filepath.Join(c.Dir, "kwok-stages.yaml")
 	if err := os.WriteFile(stagesFile, []byte(stages), 0o644); err != nil {
+		return err
+	}
+	serving, err := c.pki.ca.serving(c.pkiDir(), "kwok", []string{"localhost"}, []net.IP{net.ParseIP("127.0.0.1")})
+	if err != nil {
 		return err
 	}
 	err = c.start("kwok",
@@ -385,7 +408,11 @@ func (c *Cluster) startKwok(ctx context.Context) error {
 		"--manage-nodes-with-annotation-selector="+kwokNodeAnnotation+"="+simulatedNodeMarker,
 		"--disregard-status-with-annotation-selector="+CustomStatusAnnotation+"=custom",
 		"--cidr=10.244.0.1/16",
-		"--node-ip=10.0.0.1",
+		// kwok's server is every node's kubelet endpoint (logs).
+		"--node-ip=127.0.0.1",
+		"--node-port="+strconv.Itoa(c.ports.kwok),
+		"--server-address=127.0.0.1:"+strconv.Itoa(c.ports.kwok),
+		"--tls-cert-file="+serving.CertFile, "--tls-private-key-file="+serving.KeyFile,
 		"--node-lease-duration-seconds=40",
 	)
 	if err != nil {
@@ -657,7 +684,7 @@ func insecureClient() *http.Client {
 }
 
 func freePorts() (ports, error) {
-	var ps [7]int
+	var ps [8]int
 	var ls []net.Listener
 	defer func() {
 		for _, l := range ls {
@@ -672,5 +699,5 @@ func freePorts() (ports, error) {
 		ls = append(ls, l)
 		ps[i] = l.Addr().(*net.TCPAddr).Port
 	}
-	return ports{etcdClient: ps[0], etcdPeer: ps[1], apiserver: ps[2], controllerManager: ps[3], scheduler: ps[4], kiln: ps[5], controller: ps[6]}, nil
+	return ports{etcdClient: ps[0], etcdPeer: ps[1], apiserver: ps[2], controllerManager: ps[3], scheduler: ps[4], kiln: ps[5], controller: ps[6], kwok: ps[7]}, nil
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"time"
@@ -60,4 +62,26 @@ func (c *Cluster) KillController() error {
 // StartController starts kiln-controller again after KillController.
 func (c *Cluster) StartController(ctx context.Context) error {
 	return c.startController(ctx)
+}
+
+// ContainerLogFile is what kwok serves as the log of every container;
+// AppendContainerLog adds a line to it.
+func (c *Cluster) ContainerLogFile() string { return filepath.Join(c.Dir, "container.log") }
+
+// AppendContainerLog appends one line to every simulated container's log.
+func (c *Cluster) AppendContainerLog(line string) error {
+	f, err := os.OpenFile(c.ContainerLogFile(), os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		return err
+	}
+	if _, err := f.WriteString(criLogLine(line)); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// criLogLine is one line in the CRI log format the kubelet serves from.
+func criLogLine(msg string) string {
+	return time.Now().UTC().Format(time.RFC3339Nano) + " stdout F " + msg + "\n"
 }
