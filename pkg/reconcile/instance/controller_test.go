@@ -112,8 +112,12 @@ func (f *fixture) set(o runtime.Object) {
 	}
 	err := tracker.Add(o)
 	if apierrors.IsAlreadyExists(err) {
+		// Replace rather than Update: the field-managed tracker has no
+		// schema for Kiln's types to merge with.
 		m := o.(metav1.Object)
-		err = tracker.Update(gvrOf(o), o, m.GetNamespace())
+		if err = tracker.Delete(gvrOf(o), m.GetNamespace(), m.GetName()); err == nil {
+			err = tracker.Add(o)
+		}
 	}
 	if err != nil {
 		f.t.Fatal(err)

@@ -135,15 +135,20 @@ func podPhase(pod *corev1.Pod) (v1alpha1.InstancePhase, string, string) {
 		}
 		return v1alpha1.InstanceFailed, reason, msg
 	}
-	if c := podCondition(pod, corev1.PodScheduled); c == nil || c.Status != corev1.ConditionTrue {
-		msg := "waiting for the scheduler"
-		if c != nil && c.Message != "" {
-			msg = c.Message
+	switch c := podCondition(pod, corev1.PodScheduled); {
+	case c == nil:
+		// Just created: the scheduler has not looked yet.
+		return v1alpha1.InstanceStarting, ReasonStarting, "waiting for the scheduler"
+	case c.Status != corev1.ConditionTrue:
+		msg := c.Message
+		if msg == "" {
+			msg = "waiting for the scheduler"
 		}
-		if c != nil && c.Reason == corev1.PodReasonUnschedulable {
-			return v1alpha1.InstancePending, ReasonUnschedulable, msg
+		reason := ReasonStarting
+		if c.Reason == corev1.PodReasonUnschedulable {
+			reason = ReasonUnschedulable
 		}
-		return v1alpha1.InstancePending, ReasonStarting, msg
+		return v1alpha1.InstancePending, reason, msg
 	}
 	if c := podCondition(pod, corev1.PodReady); c != nil && c.Status == corev1.ConditionTrue {
 		return v1alpha1.InstanceReady, ReasonPodReady, fmt.Sprintf("running on %s", pod.Spec.NodeName)

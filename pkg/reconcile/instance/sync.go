@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
@@ -159,6 +160,13 @@ func (c *Controller) syncPod(ctx context.Context, o *observed, t *v1alpha1.Insta
 		pod.Annotations[AnnotationPodHash] != hash:
 		c.recorder.Eventf(inst, corev1.EventTypeNormal, ReasonPodOutOfDate, "The spec changed; rebuilding Pod %s", pod.Name)
 		return 0, c.deletePod(ctx, pod)
+	case pod.Annotations[AnnotationGeneration] != desired.Annotations[AnnotationGeneration]:
+		// An edit that does not reach the Pod: record that this Pod is
+		// current, so a later edit of the type alone does not rebuild it.
+		patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, AnnotationGeneration, desired.Annotations[AnnotationGeneration])
+		if _, err := c.kube.CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.MergePatchType, []byte(patch), metav1.PatchOptions{FieldManager: ManagedBy}); err != nil {
+			return 0, client404(err)
+		}
 	default:
 		if isReady(pod) {
 			c.clearFailures(inst)
@@ -354,7 +362,7 @@ func isReady(pod *corev1.Pod) bool {
 	return c != nil && c.Status == corev1.ConditionTrue
 }
 
-// podHash fingerprints a rendered Pod's spec, labels and owner.
+// podHash fingerprints a rendered Pod's spec and labels.
 func podHash(pod *corev1.Pod) (string, error) {
 	b, err := json.Marshal(struct {
 		Spec   corev1.PodSpec
