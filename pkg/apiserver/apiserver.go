@@ -5,12 +5,15 @@ package apiserver
 import (
 	"fmt"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apiserver/pkg/admission"
 	apiserverfeatures "k8s.io/apiserver/pkg/features"
 	"k8s.io/apiserver/pkg/registry/generic"
 	"k8s.io/apiserver/pkg/registry/rest"
 	genericapiserver "k8s.io/apiserver/pkg/server"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
+	"k8s.io/client-go/kubernetes"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
+	restclient "k8s.io/client-go/rest"
 
 	"kiln.dev/kiln/pkg/apis/gpu"
 	budgetstorage "kiln.dev/kiln/pkg/registry/gpu/budget/storage"
@@ -29,11 +32,13 @@ type Config struct {
 type CompletedConfig struct {
 	GenericConfig genericapiserver.CompletedConfig
 	kiln          *kilnClients
+	// cluster is the connection to kube-apiserver; nil in standalone mode.
+	cluster *restclient.Config
 }
 
 // Complete fills in defaults.
 func (c *Config) Complete() CompletedConfig {
-	return CompletedConfig{GenericConfig: c.GenericConfig.Complete(), kiln: c.kiln}
+	return CompletedConfig{GenericConfig: c.GenericConfig.Complete(), kiln: c.kiln, cluster: c.GenericConfig.ClientConfig}
 }
 
 // Server is a running Kiln API server.
@@ -47,11 +52,24 @@ func (c CompletedConfig) New() (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	storage, err := NewStorage(c.GenericConfig.RESTOptionsGetter)
+	pods, err := podsGetter(c.cluster)
 	if err != nil {
 		return nil, err
 	}
-	groupInfo := genericapiserver.NewDefaultAPIGroupInfo(gpu.GroupName, Scheme, metav1.ParameterCodec, Codecs)
+	storage, err := NewStorage(c.GenericConfig.RESTOptionsGetter, instancestorage.Options{
+		Admission: c.GenericConfig.AdmissionControl,
+		ObjectInterfaces: &admission.RuntimeObjectInterfaces{
+			ObjectCreater: Scheme, ObjectTyper: Scheme, ObjectDefaulter: Scheme, ObjectConvertor: Scheme,
+			EquivalentResourceMapper: c.GenericConfig.EquivalentResourceRegistry,
+		},
+		Pods: pods,
+	})
+	if err != nil {
+		return nil, err
+	}
+	// ParameterCodec, not meta/v1's: instances/log decodes its query into
+	// InstanceLogOptions of this group.
+	groupInfo := genericapiserver.NewDefaultAPIGroupInfo(gpu.GroupName, Scheme, ParameterCodec, Codecs)
 	groupInfo.VersionedResourcesStorageMap["v1alpha1"] = storage
 	if err := generic.InstallAPIGroup(&groupInfo); err != nil {
 		return nil, err
@@ -71,10 +89,28 @@ func (c CompletedConfig) New() (*Server, error) {
 	return &Server{GenericAPIServer: generic}, nil
 }
 
+// podsGetter reads Pods and their logs from the cluster, with the server's
+// own credentials; nil in standalone mode, which has no cluster.
+func podsGetter(cfg *restclient.Config) (corev1client.PodsGetter, error) {
+	if cfg == nil {
+		return nil, nil
+	}
+	cfg = restclient.CopyConfig(cfg)
+	// Every log request of every tenant goes through this client: client-go's
+	// default of 5 QPS would queue them; kube-apiserver's flow control is the
+	// limit that matters.
+	cfg.QPS, cfg.Burst = 50, 100
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("kube client for instance logs: %w", err)
+	}
+	return client.CoreV1(), nil
+}
+
 // NewStorage returns the storage of every resource of v1alpha1, keyed by
 // resource and subresource path.
-func NewStorage(optsGetter generic.RESTOptionsGetter) (map[string]rest.Storage, error) {
-	instances, err := instancestorage.NewStorage(Scheme, optsGetter)
+func NewStorage(optsGetter generic.RESTOptionsGetter, instanceOpts instancestorage.Options) (map[string]rest.Storage, error) {
+	instances, err := instancestorage.NewStorage(Scheme, optsGetter, instanceOpts)
 	if err != nil {
 		return nil, fmt.Errorf("instances storage: %w", err)
 	}
@@ -93,6 +129,9 @@ func NewStorage(optsGetter generic.RESTOptionsGetter) (map[string]rest.Storage, 
 	return map[string]rest.Storage{
 		"instances":            instances.Instance,
 		"instances/status":     instances.Status,
+		"instances/start":      instances.Start,
+		"instances/stop":       instances.Stop,
+		"instances/log":        instances.Log,
 		"instancetypes":        instanceTypes.InstanceType,
 		"instancetypes/status": instanceTypes.Status,
 		"claims":               claims.Claim,

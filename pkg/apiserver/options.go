@@ -10,9 +10,11 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilerrors "k8s.io/apimachinery/pkg/util/errors"
+	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apiserver/pkg/admission"
 	"k8s.io/apiserver/pkg/endpoints/openapi"
 	genericapiserver "k8s.io/apiserver/pkg/server"
+	genericfilters "k8s.io/apiserver/pkg/server/filters"
 	genericoptions "k8s.io/apiserver/pkg/server/options"
 	"k8s.io/apiserver/pkg/util/compatibility"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
@@ -114,6 +116,9 @@ func (o *Options) Config(ctx context.Context) (*Config, error) {
 		return nil, fmt.Errorf("creating self-signed serving certificate: %w", err)
 	}
 	serverConfig := genericapiserver.NewRecommendedConfig(Codecs)
+	// instances/log follows a log for as long as the client reads it: no
+	// request timeout, and no seat held in the in-flight limits.
+	serverConfig.LongRunningFunc = genericfilters.BasicLongRunningRequestCheck(sets.NewString("watch"), sets.NewString("log"))
 	namer := openapi.NewDefinitionNamer(Scheme)
 	serverConfig.OpenAPIConfig = genericapiserver.DefaultOpenAPIConfig(kilnopenapi.GetOpenAPIDefinitions, namer)
 	serverConfig.OpenAPIConfig.Info.Title = "Kiln"

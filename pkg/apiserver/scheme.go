@@ -14,6 +14,8 @@ var (
 	Scheme = runtime.NewScheme()
 	// Codecs encodes and decodes objects of Scheme.
 	Codecs = serializer.NewCodecFactory(Scheme)
+	// ParameterCodec decodes query parameters into options of Scheme.
+	ParameterCodec = runtime.NewParameterCodec(Scheme)
 )
 
 func init() {

@@ -98,6 +98,10 @@ type request struct {
 
 // Validate charges, or refuses, a write that raises a charge.
 func (p *Plugin) Validate(ctx context.Context, a admission.Attributes, _ admission.ObjectInterfaces) error {
+	// Subresources raise no charge here: /status carries no request, and
+	// instances/start and instances/stop run their write through the chain
+	// again as an update of the Instance itself, charged as any update that
+	// starts it; a stop raises nothing and the reconciler releases it.
 	if a.GetSubresource() != "" {
 		return nil
 	}

@@ -56,6 +56,9 @@ func (p *Plugin) ValidateInitialization() error {
 // about only when they add privilege, so an Instance an admin made
 // privileged can still be stopped or relabelled by its tenant.
 func (p *Plugin) Validate(ctx context.Context, a admission.Attributes, _ admission.ObjectInterfaces) error {
+	// Subresources are not asked about: /status keeps the spec, and
+	// instances/start and instances/stop run their write through the chain
+	// again as an update of the Instance, which adds no privilege.
 	if a.GetResource().GroupResource() != gpu.Resource("instances") || a.GetSubresource() != "" {
 		return nil
 	}

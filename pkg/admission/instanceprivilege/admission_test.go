@@ -191,6 +191,10 @@ func TestValidate(t *testing.T) {
 			wantAsked: []string{asked("admin", "team-a")}},
 
 		{name: "status subresource is ignored", user: "tenant-a", old: instance(), obj: instance(privileged), subresource: "status"},
+		{name: "instances/start as posted is ignored", user: "tenant-a", obj: instance(privileged), subresource: "start"},
+		// What instances/start then admits: the stored privileged Instance,
+		// started by its tenant.
+		{name: "a start adds no privilege", user: "tenant-a", old: instance(privileged, stopped), obj: instance(privileged)},
 		{name: "other resources are ignored", user: "tenant-a", obj: instance(privileged), resource: "claims"},
 	}
 	for _, tc := range cases {

@@ -80,6 +80,10 @@ func (p *Plugin) ValidateInitialization() error {
 // Admit sizes a new Instance, and an existing one whose request changes or
 // that is started.
 func (p *Plugin) Admit(ctx context.Context, a admission.Attributes, _ admission.ObjectInterfaces) error {
+	// Subresources are not sized: /status keeps the spec, and the body
+	// posted to instances/start or instances/stop is not the Instance. Those
+	// two run their write through the chain again as an update of the
+	// stored Instance, sized here as any update that starts it.
 	if a.GetResource().GroupResource() != gpu.Resource("instances") || a.GetSubresource() != "" {
 		return nil
 	}

@@ -332,6 +332,11 @@ func TestAdmit(t *testing.T) {
 			old:         instance(),
 			obj:         instance(cards(4), func(i *gpu.Instance) { i.Spec.Workspace = nil }),
 			subresource: "status"},
+		// The posted body of instances/start; the update it makes is sized
+		// as in "a start sizes again".
+		{name: "instances/start as posted is ignored",
+			obj:         &gpu.Instance{ObjectMeta: metav1.ObjectMeta{Name: "train", Namespace: "team-a"}},
+			subresource: "start"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -99,6 +99,10 @@ func (p *Plugin) ValidateInitialization() error {
 
 // Validate refuses Instances and Claims their type does not allow.
 func (p *Plugin) Validate(ctx context.Context, a admission.Attributes, _ admission.ObjectInterfaces) error {
+	// Subresources are not checked here: /status carries no request, and
+	// instances/start and instances/stop run their write through the chain
+	// again as an update of the Instance itself, where a start is an old
+	// stopped Instance and a new running one, and a stop starts nothing.
 	if a.GetSubresource() != "" {
 		return nil
 	}

@@ -219,6 +219,10 @@ func TestValidateInstance(t *testing.T) {
 			wantCode: http.StatusUnprocessableEntity,
 			wantErr:  invalid + `spec.resources.accelerators: Invalid value: 9: instancetype "fresh" allows at most 8 cards per instance`},
 		{name: "status subresource is ignored", old: instance(typeName("nonesuch")), obj: instance(typeName("nonesuch"), cards(2)), subresource: "status"},
+		// The posted body of instances/start; the update it makes is an
+		// update of the Instance, as in "start on a held type" below.
+		{name: "instances/start as posted is ignored", obj: instance(typeName("held")), subresource: "start"},
+		{name: "instances/stop as posted is ignored", obj: instance(typeName("held"), stopped), subresource: "stop"},
 		{name: "an unchanged request of an Instance whose type is gone is not checked",
 			old: instance(typeName("nonesuch")), obj: instance(typeName("nonesuch"), image("other"))},
 

@@ -3,9 +3,11 @@ package storage
 
 import (
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apiserver/pkg/admission"
 	"k8s.io/apiserver/pkg/registry/generic"
 	genericregistry "k8s.io/apiserver/pkg/registry/generic/registry"
 	"k8s.io/apiserver/pkg/registry/rest"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 
 	"kiln.dev/kiln/pkg/apis/gpu"
 	"kiln.dev/kiln/pkg/registry/gpu/instance"
@@ -21,10 +23,26 @@ type REST struct {
 type InstanceStorage struct {
 	Instance *REST
 	Status   *status.REST
+	Start    *LifecycleREST
+	Stop     *LifecycleREST
+	Log      *LogREST
 }
 
-// NewStorage returns the storage of instances and instances/status.
-func NewStorage(scheme *runtime.Scheme, optsGetter generic.RESTOptionsGetter) (InstanceStorage, error) {
+// Options are what the subresources need beyond etcd.
+type Options struct {
+	// Admission is the server's chain, which start and stop run their
+	// update of the Instance through; nil admits everything.
+	Admission admission.Interface
+	// ObjectInterfaces are what that chain converts and defaults with.
+	ObjectInterfaces admission.ObjectInterfaces
+	// Pods reads the Instances' Pods and logs from the cluster; nil in
+	// standalone mode.
+	Pods corev1client.PodsGetter
+}
+
+// NewStorage returns the storage of instances and its subresources status,
+// start, stop and log.
+func NewStorage(scheme *runtime.Scheme, optsGetter generic.RESTOptionsGetter, opts Options) (InstanceStorage, error) {
 	strategy := instance.NewStrategy(scheme)
 	store := &genericregistry.Store{
 		NewFunc:                   func() runtime.Object { return &gpu.Instance{} },
@@ -45,9 +63,16 @@ func NewStorage(scheme *runtime.Scheme, optsGetter generic.RESTOptionsGetter) (I
 		return InstanceStorage{}, err
 	}
 
+	objects := opts.ObjectInterfaces
+	if objects == nil {
+		objects = admission.NewObjectInterfacesFromScheme(scheme)
+	}
 	return InstanceStorage{
 		Instance: &REST{store},
 		Status:   status.NewREST(store, instance.NewStatusStrategy(strategy)),
+		Start:    &LifecycleREST{store: store, stopped: false, admit: opts.Admission, objects: objects},
+		Stop:     &LifecycleREST{store: store, stopped: true, admit: opts.Admission, objects: objects},
+		Log:      &LogREST{instances: store, pods: opts.Pods},
 	}, nil
 }
 
