@@ -23,7 +23,7 @@ import (
 //
 // The write goes through admission as an update of the Instance itself
 // (resource instances, no subresource), old and new as stored, so that a
-// start is sized, checked against its type and charged exactly as
+// start is sized, checked against its type and charged as
 // `kubectl patch --type=merge -p '{"spec":{"stopped":false}}'` would be,
 // by the requesting user. The handler's own chain, a CREATE of
 // instances/start on the posted body, runs too but sees no Instance worth
