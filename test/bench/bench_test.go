@@ -197,14 +197,15 @@ func create(ctx context.Context, kube kubernetes.Interface, kiln versioned.Inter
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
 		Spec: gpuv1.InstanceSpec{
 			Type: "bench", Image: "busybox:1",
-			Ports: []gpuv1.InstancePort{{Name: "http", Port: 8080, Protocol: corev1.ProtocolTCP}},
+			Resources: gpuv1.InstanceResources{Accelerators: ptr.To[int32](0)},
+			Ports:     []gpuv1.InstancePort{{Name: "http", Port: 8080, Protocol: corev1.ProtocolTCP}},
 		},
 	}
 	if kind == "instances" {
 		_, err := kiln.GpuV1alpha1().Instances(ns).Create(ctx, inst, metav1.CreateOptions{})
 		return err
 	}
-	inst.Spec.Resources = gpuv1.InstanceResources{CPU: ptr.To(resource.MustParse("100m")), Memory: ptr.To(resource.MustParse("64Mi"))}
+	inst.Spec.Resources = gpuv1.InstanceResources{Accelerators: ptr.To[int32](0), CPU: ptr.To(resource.MustParse("100m")), Memory: ptr.To(resource.MustParse("64Mi"))}
 	typ := &gpuv1.InstanceType{ObjectMeta: metav1.ObjectMeta{Name: "bench"}}
 	pod, err := instancectl.RenderPod(inst, typ, nil, instancectl.RenderOptions{})
 	if err != nil {

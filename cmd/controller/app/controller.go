@@ -27,7 +27,7 @@ import (
 	"k8s.io/component-base/cli/globalflag"
 	logsapi "k8s.io/component-base/logs/api/v1"
 	"k8s.io/component-base/metrics/legacyregistry"
-	_ "k8s.io/component-base/metrics/prometheus/clientgo" // client-go request metrics
+	_ "k8s.io/component-base/metrics/prometheus/clientgo"  // client-go request metrics
 	_ "k8s.io/component-base/metrics/prometheus/workqueue" // work-queue depth, latency, retries
 	"k8s.io/klog/v2"
 

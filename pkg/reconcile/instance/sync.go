@@ -168,8 +168,15 @@ func (c *Controller) syncPod(ctx context.Context, o *observed, t *v1alpha1.Insta
 			return 0, client404(err)
 		}
 	default:
+		// A Pod that runs forgives earlier refusals, but only once the
+		// window they opened is over: one that flaps between Ready and
+		// refused still gets a bounded number of rebuilds.
 		if isReady(pod) {
-			c.clearFailures(inst)
+			c.mu.Lock()
+			if f := c.failures[inst.UID]; f != nil && c.now().Sub(f.first) > c.opts.AdmissionWindow {
+				delete(c.failures, inst.UID)
+			}
+			c.mu.Unlock()
 		}
 	}
 	return 0, nil
