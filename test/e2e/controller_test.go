@@ -3,6 +3,8 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"io"
+	"net/http"
 	"regexp"
 	"strings"
 	"testing"
@@ -629,5 +631,43 @@ spec:
 	if err != nil {
 		p, s := count()
 		t.Errorf("%d Pods and %d Services left after deleting every Instance", p, s)
+	}
+}
+
+// TestControllerEndpoints: the controller holds its Lease, answers
+// /healthz, and exports work-queue metrics for both loops.
+func TestControllerEndpoints(t *testing.T) {
+	t.Parallel()
+	cs, _ := adminClients(t)
+	lease, err := cs.CoordinationV1().Leases("kiln-system").Get(context.Background(), "kiln-controller", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lease.Spec.HolderIdentity == nil || *lease.Spec.HolderIdentity == "" {
+		t.Errorf("Lease kiln-system/kiln-controller has no holder: %+v", lease.Spec)
+	}
+	get := func(path string) string {
+		resp, err := http.Get(cluster.ControllerURL() + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("GET %s: %d %s", path, resp.StatusCode, b)
+		}
+		return string(b)
+	}
+	if h := get("/healthz"); h != "ok" {
+		t.Errorf("/healthz = %q", h)
+	}
+	metrics := get("/metrics")
+	for _, w := range []string{`workqueue_adds_total{name="instance"}`, `workqueue_adds_total{name="instancetype"}`, `workqueue_depth{name="instance"}`, "rest_client_requests_total"} {
+		if !strings.Contains(metrics, w) {
+			t.Errorf("/metrics lacks %s", w)
+		}
 	}
 }
