@@ -116,6 +116,7 @@ func (o *Options) Config(ctx context.Context) (*Config, error) {
 		return nil, fmt.Errorf("creating self-signed serving certificate: %w", err)
 	}
 	serverConfig := genericapiserver.NewRecommendedConfig(Codecs)
+	serverConfig.Serializer = Serializer
 	// instances/log follows a log for as long as the client reads it: no
 	// request timeout, and no seat held in the in-flight limits.
 	serverConfig.LongRunningFunc = genericfilters.BasicLongRunningRequestCheck(sets.NewString("watch"), sets.NewString("log"))

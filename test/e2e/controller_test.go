@@ -411,6 +411,17 @@ spec:
 		_, err := cs.CoreV1().Services(ns).Get(ctx, "gone", metav1.GetOptions{})
 		return err
 	})
+
+	// A namespace still holding an Instance deletes completely: the
+	// namespace controller removes the Instance through the aggregator,
+	// the controller its Pod.
+	mustKubectl(t, tenant(tenantA), strings.Replace(instance("left", ns, "cpu", "busybox:1"), "accelerators: 1", "accelerators: 0", 1), "create", "-f", "-")
+	waitInstance(t, ns, "left", 90*time.Second, "Ready", phaseIs(gpuv1.InstanceReady))
+	mustKubectl(t, admin(), "", "delete", "namespace", ns, "--timeout=120s")
+	waitGone(t, "namespace "+ns, func(ctx context.Context) error {
+		_, err := cs.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
+		return err
+	})
 }
 
 // TestForeignPodUntouched: a Pod the Instance does not own is never changed
