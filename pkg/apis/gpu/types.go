@@ -413,6 +413,13 @@ const (
 )
 
 // InstanceConditionReady is true when the Instance's container runs and is ready.
+
+// The containers of an Instance's Pod, as instances/log?container= names
+// them: the one running spec.image, and the SSH sidecar of spec.ssh.
+const (
+	InstanceMainContainer = "main"
+	InstanceSSHContainer  = "ssh"
+)
 const InstanceConditionReady = "Ready"
 
 // InstanceStatus is the observed state of an Instance.

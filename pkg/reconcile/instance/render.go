@@ -25,8 +25,8 @@ const (
 )
 
 const (
-	mainContainer    = "main"
-	sshContainer     = "ssh"
+	mainContainer    = v1alpha1.InstanceMainContainer
+	sshContainer     = v1alpha1.InstanceSSHContainer
 	workspaceVolume  = "workspace"
 	sshKeysVolume    = "ssh-authorized-keys"
 	sshKeysMountPath = "/etc/kiln/ssh"

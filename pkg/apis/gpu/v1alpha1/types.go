@@ -420,6 +420,13 @@ const (
 // InstanceConditionReady is true when the Instance's container runs and is ready.
 const InstanceConditionReady = "Ready"
 
+// The containers of an Instance's Pod, as instances/log?container= names
+// them: the one running spec.image, and the SSH sidecar of spec.ssh.
+const (
+	InstanceMainContainer = "main"
+	InstanceSSHContainer  = "ssh"
+)
+
 // InstanceStatus is the observed state of an Instance.
 type InstanceStatus struct {
 	// phase is Pending, Starting, Ready, Stopping, Stopped, Failed or Deleting.

@@ -18,10 +18,6 @@ import (
 	"kiln.dev/kiln/pkg/apis/gpu/validation"
 )
 
-// mainContainer is the container of an Instance's Pod that runs its image,
-// as the controller renders it (pkg/reconcile/instance).
-const mainContainer = "main"
-
 // LogREST serves instances/log, modelled on pods/log: the log of the
 // Instance's Pod (same namespace and name, controlled by the Instance),
 // read through kube-apiserver with the Kiln API server's own credentials,
@@ -102,7 +98,7 @@ func (r *LogREST) Get(ctx context.Context, name string, opts runtime.Object) (ru
 func podLogOptions(o *gpu.InstanceLogOptions) *corev1.PodLogOptions {
 	container := o.Container
 	if container == "" {
-		container = mainContainer
+		container = gpu.InstanceMainContainer
 	}
 	return &corev1.PodLogOptions{
 		Container:    container,
