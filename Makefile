@@ -77,7 +77,7 @@ LOCAL_DIR := $(OUTPUT)/local
 
 # Create-to-Ready of 200 and 1,000 Instances next to bare Pod+Service
 # creates, on a local control plane of its own (_output/bench). Not part of
-# `make test`: it takes about ten minutes. Figures: docs/benchmarks.md.
+# `make test`: it takes about five minutes. Figures: docs/benchmarks.md.
 bench: control-plane build
 	cd test && go test -run='^$$' -bench=CreateToReady -benchtime=1x -timeout=60m ./bench/
 
