@@ -209,14 +209,18 @@ func TestStartOnHeldType(t *testing.T) {
 	want := func(name string) string {
 		return fmt.Sprintf(`instances.gpu.kiln.dev %q is forbidden: instancetype "lifecycle-held" is on Hold and takes no new starts; running Instances are unaffected, try again when a cluster admin reopens it or choose another type`, name)
 	}
-	// The plugins read types from an informer: wait for it to see Hold.
-	var code int
-	var msg string
+	// The plugins read types from an informer: wait for it to see Hold
+	// with dry runs, which a start that slips through first would not
+	// leave running (a real start would, and every later one be a no-op).
 	err = wait.PollUntilContextTimeout(c, 50*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
-		code, _, msg = post(t, ns, "parked", "start")
+		code, _, _ := post(t, ns, "parked", "start?dryRun=All")
 		return code == http.StatusForbidden, nil
 	})
-	if err != nil || msg != want("parked") {
+	if err != nil {
+		t.Fatalf("a dry-run start on a held type was never refused: %v", err)
+	}
+	code, _, msg := post(t, ns, "parked", "start")
+	if code != http.StatusForbidden || msg != want("parked") {
 		t.Fatalf("start on a held type: %d %q, want 403 %q", code, msg, want("parked"))
 	}
 	if code, _, msg := post(t, ns, "running", "stop"); code != http.StatusCreated {
