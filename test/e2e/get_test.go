@@ -115,8 +115,10 @@ func TestWatch(t *testing.T) {
 	// Let the watch establish before the first change.
 	time.Sleep(3 * time.Second)
 
-	// Each change reads back the resourceVersion its own write produced:
-	// a later GET could see the controller's writes on top.
+	// Each change reads back the resourceVersion its own write produced
+	// (a later GET could see the controller's writes on top). Labels and
+	// annotations are set by patch: kubectl label and annotate print the
+	// object as it was before their write.
 	rvOf := "-o=jsonpath={.metadata.resourceVersion}"
 	changes := []func() event{
 		func() event {
@@ -126,13 +128,13 @@ func TestWatch(t *testing.T) {
 			return event{"ADDED", "w2", mustKubectl(t, admin(), instance("w2", ns, "l4", "busybox:1"), "create", "-f", "-", rvOf)}
 		},
 		func() event {
-			return event{"MODIFIED", "w1", mustKubectl(t, admin(), "", "label", "instance", "w1", "-n", ns, "stage=one", rvOf)}
+			return event{"MODIFIED", "w1", mustKubectl(t, admin(), "", "patch", "instance", "w1", "-n", ns, "--type=merge", "-p", `{"metadata":{"labels":{"stage":"one"}}}`, rvOf)}
 		},
 		func() event {
 			return event{"MODIFIED", "w2", mustKubectl(t, admin(), "", "patch", "instance", "w2", "-n", ns, "--type=merge", "-p", `{"spec":{"image":"busybox:2"}}`, rvOf)}
 		},
 		func() event {
-			return event{"MODIFIED", "w1", mustKubectl(t, admin(), "", "annotate", "instance", "w1", "-n", ns, "note=after-sixty-seconds", rvOf)}
+			return event{"MODIFIED", "w1", mustKubectl(t, admin(), "", "patch", "instance", "w1", "-n", ns, "--type=merge", "-p", `{"metadata":{"annotations":{"note":"after-sixty-seconds"}}}`, rvOf)}
 		},
 		func() event {
 			mustKubectl(t, admin(), "", "delete", "instance", "w2", "-n", ns)
