@@ -923,3 +923,41 @@ func TestSyncPinned(t *testing.T) {
 		t.Errorf("nodeSelector (-want +got):\n%s\nnodeName %q", diff, pod.Spec.NodeName)
 	}
 }
+
+// A rebuilt Pod that is Ready for a moment does not reset the count of
+// refusals while their window lasts, so a Pod flapping between Ready and
+// refused still gets a bounded number of rebuilds; after the window, Ready
+// forgives them.
+func TestSyncReadyInsideWindowKeepsRefusals(t *testing.T) {
+	inst := running()
+	f := newFixture(t, Options{AdmissionBackoff: 10 * time.Second, AdmissionWindow: time.Minute},
+		inst, h100(), ownedService(inst, nodePort("jupyter", 8888, 30001)), refusedPod(t, inst, "p1"))
+	start := f.clock
+	f.sync()
+	f.clock = start.Add(10 * time.Second)
+	f.sync()
+	if d := f.deletes("pods"); len(d) != 1 {
+		t.Fatalf("the refused Pod was not rebuilt: deletes %v", d)
+	}
+	for _, step := range []struct {
+		at       time.Duration
+		wantKept bool
+	}{
+		{at: 11 * time.Second, wantKept: true},
+		{at: 2 * time.Minute, wantKept: false},
+	} {
+		f.clock = start.Add(step.at)
+		f.catchUp()
+		if p := f.pod(); p != nil {
+			f.drop(p)
+		}
+		ready := readyPod(t, inst)
+		ready.UID = "p2"
+		f.set(ready)
+		f.sync()
+		_, kept := f.c.failures[inst.UID]
+		if kept != step.wantKept {
+			t.Errorf("at %s with the Pod Ready: refusals kept %v, want %v", step.at, kept, step.wantKept)
+		}
+	}
+}
