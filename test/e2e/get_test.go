@@ -117,8 +117,8 @@ func TestWatch(t *testing.T) {
 
 	// Each change reads back the resourceVersion its own write produced
 	// (a later GET could see the controller's writes on top). Labels and
-	// annotations are set by patch: kubectl label and annotate print the
-	// object as it was before their write.
+	// annotations are set by patch, which prints the server's answer:
+	// kubectl label -o once printed a resourceVersion older than its write.
 	rvOf := "-o=jsonpath={.metadata.resourceVersion}"
 	changes := []func() event{
 		func() event {
