@@ -341,7 +341,7 @@ spec:
 `, "create", "-f", "-")
 	t.Cleanup(func() { kubectl(admin(), "", "delete", "instancetype", "cpu-drain", "--wait=false") })
 	for _, n := range []string{"d1", "d2"} {
-		mustKubectl(t, tenant(tenantA), strings.Replace(instance(n, ns, "cpu-drain", "busybox:1"), "accelerators: 1", "accelerators: 0", 1), "create", "-f", "-")
+		mustKubectl(t, tenant(tenantA), cpuInstance(n, ns, "cpu-drain"), "create", "-f", "-")
 		waitInstance(t, ns, n, 90*time.Second, "Ready", phaseIs(gpuv1.InstanceReady))
 	}
 	mustKubectl(t, admin(), "", "patch", "instancetype", "cpu-drain", "--type=merge", "-p", `{"spec":{"hold":"Hold"}}`)
@@ -415,7 +415,7 @@ spec:
 	// A namespace still holding an Instance deletes completely: the
 	// namespace controller removes the Instance through the aggregator,
 	// the controller its Pod.
-	mustKubectl(t, tenant(tenantA), strings.Replace(instance("left", ns, "cpu", "busybox:1"), "accelerators: 1", "accelerators: 0", 1), "create", "-f", "-")
+	mustKubectl(t, tenant(tenantA), cpuInstance("left", ns, "cpu"), "create", "-f", "-")
 	waitInstance(t, ns, "left", 90*time.Second, "Ready", phaseIs(gpuv1.InstanceReady))
 	mustKubectl(t, admin(), "", "delete", "namespace", ns, "--timeout=120s")
 	waitGone(t, "namespace "+ns, func(ctx context.Context) error {
@@ -446,7 +446,7 @@ func TestForeignPodUntouched(t *testing.T) {
 		t.Fatal("creating the foreign Pod:", err)
 	}
 	pod = waitPodRunning(t, cs, ns, "taken")
-	mustKubectl(t, tenant(tenantA), strings.Replace(instance("taken", ns, "cpu", "busybox:1"), "accelerators: 1", "accelerators: 0", 1), "create", "-f", "-")
+	mustKubectl(t, tenant(tenantA), cpuInstance("taken", ns, "cpu"), "create", "-f", "-")
 	inst := waitInstance(t, ns, "taken", 60*time.Second, "Failed with NameConflict", func(i *gpuv1.Instance) bool {
 		c := meta.FindStatusCondition(i.Status.Conditions, gpuv1.InstanceConditionReady)
 		return i.Status.Phase == gpuv1.InstanceFailed && c != nil && c.Reason == instancectl.ReasonNameConflict
@@ -494,7 +494,7 @@ func TestKubeletAdmissionFailureRebuilt(t *testing.T) {
 	controllerNamespace(t, ns)
 	cs, _ := adminClients(t)
 	ctx := context.Background()
-	mustKubectl(t, tenant(tenantA), strings.Replace(instance("flaky", ns, "cpu", "busybox:1"), "accelerators: 1", "accelerators: 0", 1), "create", "-f", "-")
+	mustKubectl(t, tenant(tenantA), cpuInstance("flaky", ns, "cpu"), "create", "-f", "-")
 
 	// Every Pod the controller builds is refused, as a device plugin with
 	// a broken device would.

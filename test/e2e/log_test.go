@@ -33,7 +33,7 @@ func TestInstanceLog(t *testing.T) {
 		}
 	}
 	kc := tenant(tenantA)
-	mustKubectl(t, kc, strings.Replace(instance("talker", ns, "cpu", "busybox:1"), "accelerators: 1", "accelerators: 0", 1), "create", "-f", "-")
+	mustKubectl(t, kc, cpuInstance("talker", ns, "cpu"), "create", "-f", "-")
 	waitInstance(t, ns, "talker", 90*time.Second, "Ready", phaseIs(gpuv1.InstanceReady))
 
 	if out, _ := kubectl(kc, "", "auth", "can-i", "get", "pods/log", "-n", ns); strings.TrimSpace(out) != "no" {

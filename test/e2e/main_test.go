@@ -141,3 +141,8 @@ spec:
     accelerators: 1
 `, name, namespace, typ, image)
 }
+
+// cpuInstance is a minimal valid Instance of a CPU-only type.
+func cpuInstance(name, namespace, typ string) string {
+	return strings.Replace(instance(name, namespace, typ, "busybox:1"), "accelerators: 1", "accelerators: 0", 1)
+}
