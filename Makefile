@@ -54,6 +54,8 @@ generate:
 	hack/update-codegen.sh
 
 verify:
+	hack/test-verify-filesize.sh
+	hack/verify-filesize.sh
 	hack/verify-gofmt.sh
 	hack/verify-codegen.sh
 	hack/verify-deps.sh
