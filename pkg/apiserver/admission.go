@@ -11,6 +11,7 @@ import (
 	genericapiserver "k8s.io/apiserver/pkg/server"
 	genericoptions "k8s.io/apiserver/pkg/server/options"
 	"k8s.io/client-go/rest"
+	"k8s.io/klog/v2"
 
 	"kiln.dev/kiln/pkg/admission/budget"
 	kilninit "kiln.dev/kiln/pkg/admission/initializer"
@@ -19,6 +20,7 @@ import (
 	"kiln.dev/kiln/pkg/admission/instancetypeaccess"
 	"kiln.dev/kiln/pkg/generated/clientset/versioned"
 	informers "kiln.dev/kiln/pkg/generated/informers/externalversions"
+	budgetloop "kiln.dev/kiln/pkg/reconcile/budget"
 )
 
 // KilnPlugins are Kiln's admission plugins in chain order. The mutating
@@ -100,13 +102,17 @@ func (noConfig) ConfigFor(string) (io.Reader, error) { return nil, nil }
 // addKilnHooks starts the informers the plugins registered and the budget
 // reconciler once the server serves.
 func addKilnHooks(s *genericapiserver.GenericAPIServer, k *kilnClients) error {
-	r, err := budget.NewReconciler(k.client, k.informers)
+	r, err := budgetloop.NewReconciler(k.client, k.informers)
 	if err != nil {
 		return err
 	}
 	return s.AddPostStartHook("kiln-admission-informers", func(hc genericapiserver.PostStartHookContext) error {
 		k.informers.Start(hc.Done())
-		go r.Run(hc, 2)
+		go func() {
+			if err := r.Run(hc, 2); err != nil && hc.Err() == nil {
+				klog.FromContext(hc).Error(err, "Budget reconciler stopped")
+			}
+		}()
 		return nil
 	})
 }

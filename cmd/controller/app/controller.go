@@ -183,7 +183,10 @@ func runLoops(ctx context.Context, o *Options, kube kubernetes.Interface, kiln v
 	if err != nil {
 		return err
 	}
-	types := instancetype.NewController(kiln, kilnInformers.Gpu().V1alpha1().InstanceTypes(), nodes, pods)
+	types, err := instancetype.NewController(kiln, kilnInformers.Gpu().V1alpha1().InstanceTypes(), nodes, pods)
+	if err != nil {
+		return err
+	}
 	kubeInformers.Start(ctx.Done())
 	kilnInformers.Start(ctx.Done())
 	defer kubeInformers.Shutdown()

@@ -63,22 +63,8 @@ func InstanceRequest(spec *gpu.InstanceSpec) Request {
 	return r
 }
 
-// V1alpha1InstanceRequest reads the request of a stored Instance.
-func V1alpha1InstanceRequest(spec *v1alpha1.InstanceSpec) Request {
-	r := Request{Type: spec.Type, Cards: spec.Resources.Accelerators, Partition: spec.Resources.Partition}
-	if spec.Resources.Slice != nil {
-		r.SlicePercent = spec.Resources.Slice.MemoryPercent
-	}
-	return r
-}
-
 // ClaimRequest reads the request of an internal Claim.
 func ClaimRequest(spec *gpu.ClaimSpec) Request {
-	return Request{Type: spec.Type, Cards: spec.Accelerators, Partition: spec.Partition}
-}
-
-// V1alpha1ClaimRequest reads the request of a stored Claim.
-func V1alpha1ClaimRequest(spec *v1alpha1.ClaimSpec) Request {
 	return Request{Type: spec.Type, Cards: spec.Accelerators, Partition: spec.Partition}
 }
 
@@ -154,10 +140,16 @@ func Charge(share Share, typeName string, instance bool) gpu.BudgetResourceList 
 
 // ClaimCharged says whether a Claim in this phase holds a charge. A new
 // Claim has no phase yet and is Pending.
-func ClaimCharged(phase string) bool {
+func ClaimCharged(phase gpu.ClaimPhase) bool {
 	switch phase {
-	case "", string(gpu.ClaimPending), string(gpu.ClaimBound), string(gpu.ClaimAttached):
+	case "", gpu.ClaimPending, gpu.ClaimBound, gpu.ClaimAttached:
 		return true
 	}
 	return false
+}
+
+// ClaimHolds says whether a Claim carries the charge of an Instance of
+// typeName running on it.
+func ClaimHolds(c *gpu.Claim, typeName string) bool {
+	return c.Spec.Type == typeName && ClaimCharged(c.Status.Phase)
 }

@@ -188,10 +188,25 @@ func TestRequestEqual(t *testing.T) {
 	}
 }
 
-// The four readers give the same Request for the same spec, whatever the
-// kind or version.
+// The readers give the same Request for the same spec, whatever the kind,
+// and a stored (v1alpha1) spec reads the same once converted, as the
+// Budget reconciler converts it.
 func TestRequestReaders(t *testing.T) {
 	two := ptrTo(int32(2))
+	storedInstance := func(in v1alpha1.InstanceSpec) Request {
+		var out gpu.InstanceSpec
+		if err := v1alpha1.Convert_v1alpha1_InstanceSpec_To_gpu_InstanceSpec(&in, &out, nil); err != nil {
+			t.Fatal(err)
+		}
+		return InstanceRequest(&out)
+	}
+	storedClaim := func(in v1alpha1.ClaimSpec) Request {
+		var out gpu.ClaimSpec
+		if err := v1alpha1.Convert_v1alpha1_ClaimSpec_To_gpu_ClaimSpec(&in, &out, nil); err != nil {
+			t.Fatal(err)
+		}
+		return ClaimRequest(&out)
+	}
 	cases := []struct {
 		name string
 		got  Request
@@ -207,16 +222,16 @@ func TestRequestReaders(t *testing.T) {
 			got:  InstanceRequest(&gpu.InstanceSpec{Type: "h100", Resources: gpu.InstanceResources{Partition: "1g.10gb"}}),
 			want: Request{Type: "h100", Partition: "1g.10gb"}},
 		{name: "stored Instance, cards",
-			got:  V1alpha1InstanceRequest(&v1alpha1.InstanceSpec{Type: "h100", Resources: v1alpha1.InstanceResources{Accelerators: two}}),
+			got:  storedInstance(v1alpha1.InstanceSpec{Type: "h100", Resources: v1alpha1.InstanceResources{Accelerators: two}}),
 			want: Request{Type: "h100", Cards: two}},
 		{name: "stored Instance, slice",
-			got:  V1alpha1InstanceRequest(&v1alpha1.InstanceSpec{Type: "h100", Resources: v1alpha1.InstanceResources{Slice: &v1alpha1.SliceRequest{MemoryPercent: 25}}}),
+			got:  storedInstance(v1alpha1.InstanceSpec{Type: "h100", Resources: v1alpha1.InstanceResources{Slice: &v1alpha1.SliceRequest{MemoryPercent: 25}}}),
 			want: Request{Type: "h100", SlicePercent: 25}},
 		{name: "internal Claim, partition",
 			got:  ClaimRequest(&gpu.ClaimSpec{Type: "h100", Partition: "3g.40gb"}),
 			want: Request{Type: "h100", Partition: "3g.40gb"}},
 		{name: "stored Claim, cards",
-			got:  V1alpha1ClaimRequest(&v1alpha1.ClaimSpec{Type: "h100", Accelerators: two}),
+			got:  storedClaim(v1alpha1.ClaimSpec{Type: "h100", Accelerators: two}),
 			want: Request{Type: "h100", Cards: two}},
 	}
 	for _, tc := range cases {
@@ -230,19 +245,19 @@ func TestRequestReaders(t *testing.T) {
 
 func TestClaimCharged(t *testing.T) {
 	cases := []struct {
-		phase string
+		phase gpu.ClaimPhase
 		want  bool
 	}{
 		{phase: "", want: true},
-		{phase: string(gpu.ClaimPending), want: true},
-		{phase: string(gpu.ClaimBound), want: true},
-		{phase: string(gpu.ClaimAttached), want: true},
-		{phase: string(gpu.ClaimLost)},
-		{phase: string(gpu.ClaimExpired)},
+		{phase: gpu.ClaimPending, want: true},
+		{phase: gpu.ClaimBound, want: true},
+		{phase: gpu.ClaimAttached, want: true},
+		{phase: gpu.ClaimLost},
+		{phase: gpu.ClaimExpired},
 		{phase: "Unknown"},
 	}
 	for _, tc := range cases {
-		t.Run("phase "+tc.phase, func(t *testing.T) {
+		t.Run("phase "+string(tc.phase), func(t *testing.T) {
 			if got := ClaimCharged(tc.phase); got != tc.want {
 				t.Errorf("ClaimCharged(%q) = %v, want %v", tc.phase, got, tc.want)
 			}

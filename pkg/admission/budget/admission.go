@@ -1,4 +1,5 @@
-// Package budget is the Budget admission plugin and its reconciler.
+// Package budget is the Budget admission plugin; the loop that repairs
+// its bookkeeping is kiln.dev/kiln/pkg/reconcile/budget.
 //
 // The plugin runs last in the chain. A create or start of an Instance, or a
 // create of a Claim, that raises a charge is charged to every Budget of the
@@ -214,20 +215,18 @@ func (p *Plugin) instanceCharged(ctx context.Context, ns string, spec *gpu.Insta
 	if spec.ClaimName == "" {
 		return true, nil
 	}
-	c, err := p.client.GpuV1alpha1().Claims(ns).Get(ctx, spec.ClaimName, metav1.GetOptions{})
+	stored, err := p.client.GpuV1alpha1().Claims(ns).Get(ctx, spec.ClaimName, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		return true, nil
 	}
 	if err != nil {
 		return false, apierrors.NewInternalError(fmt.Errorf("reading claim %q: %w", spec.ClaimName, err))
 	}
-	return !ClaimHolds(c, spec.Type), nil
-}
-
-// ClaimHolds says whether a Claim carries the charge of an Instance of
-// typeName running on it.
-func ClaimHolds(c *v1alpha1.Claim, typeName string) bool {
-	return c.Spec.Type == typeName && accounting.ClaimCharged(string(c.Status.Phase))
+	var c gpu.Claim
+	if err := v1alpha1.Convert_v1alpha1_Claim_To_gpu_Claim(stored, &c, nil); err != nil {
+		return false, apierrors.NewInternalError(fmt.Errorf("reading claim %q: %w", spec.ClaimName, err))
+	}
+	return !accounting.ClaimHolds(&c, spec.Type), nil
 }
 
 // chargeOf is nil when the type is unknown: InstanceTypeAccess, earlier in

@@ -8,21 +8,20 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
-	"k8s.io/apimachinery/pkg/util/wait"
 	coreinformers "k8s.io/client-go/informers/core/v1"
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
-	"k8s.io/client-go/util/workqueue"
-	"k8s.io/klog/v2"
 
 	"kiln.dev/kiln/pkg/apis/gpu/v1alpha1"
 	"kiln.dev/kiln/pkg/generated/clientset/versioned"
 	kilninformers "kiln.dev/kiln/pkg/generated/informers/externalversions/gpu/v1alpha1"
 	listers "kiln.dev/kiln/pkg/generated/listers/gpu/v1alpha1"
+	"kiln.dev/kiln/pkg/reconcile/queue"
 )
 
 // ControllerName names the controller in events, logs and work-queue metrics.
@@ -63,10 +62,9 @@ type Controller struct {
 	pods      corelisters.PodLister
 	services  corelisters.ServiceLister
 	nodes     corelisters.NodeLister
-	indexer   cache.Indexer
-	synced    []cache.InformerSynced
+	indexer   cache.TypedIndexer[*v1alpha1.Instance]
 
-	queue    workqueue.TypedRateLimitingInterface[cache.ObjectName]
+	queue    *queue.Queue[cache.ObjectName]
 	recorder record.EventRecorder
 	opts     Options
 	now      func() time.Time
@@ -105,6 +103,7 @@ func NewController(
 	if opts.AdmissionWindow <= 0 {
 		opts.AdmissionWindow = 5 * time.Minute
 	}
+	instanceInformer := kilninformers.ToTypedInstanceInformer(instances).TypedInformer()
 	c := &Controller{
 		kube:      kube,
 		kiln:      kiln,
@@ -113,157 +112,136 @@ func NewController(
 		pods:      pods.Lister(),
 		services:  services.Lister(),
 		nodes:     nodes.Lister(),
-		indexer:   instances.Informer().GetIndexer(),
-		synced: []cache.InformerSynced{
-			instances.Informer().HasSynced, instanceTypes.Informer().HasSynced,
-			pods.Informer().HasSynced, services.Informer().HasSynced, nodes.Informer().HasSynced,
-		},
-		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
-			workqueue.DefaultTypedControllerRateLimiter[cache.ObjectName](),
-			workqueue.TypedRateLimitingQueueConfig[cache.ObjectName]{Name: ControllerName}),
-		recorder: recorder,
-		opts:     opts,
-		now:      time.Now,
-		failures: map[types.UID]*admissionFailures{},
+		indexer:   instanceInformer.GetTypedIndexer(),
+		recorder:  recorder,
+		opts:      opts,
+		now:       time.Now,
+		failures:  map[types.UID]*admissionFailures{},
 	}
-	err := instances.Informer().AddIndexers(cache.Indexers{
-		byType: func(obj any) ([]string, error) { return []string{obj.(*v1alpha1.Instance).Spec.Type}, nil },
-		byNode: func(obj any) ([]string, error) {
-			if n := obj.(*v1alpha1.Instance).Spec.NodeName; n != "" {
+	c.queue = queue.New(ControllerName, "instance", c.sync)
+	err := instanceInformer.AddTypedIndexers(kilninformers.InstanceIndexers{
+		byType: func(inst *v1alpha1.Instance) ([]string, error) { return []string{inst.Spec.Type}, nil },
+		byNode: func(inst *v1alpha1.Instance) ([]string, error) {
+			if n := inst.Spec.NodeName; n != "" {
 				return []string{n}, nil
 			}
 			return nil, nil
 		},
 	})
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("indexing instances for the %s controller: %w", ControllerName, err)
 	}
 
-	handlers := []struct {
-		informer cache.SharedIndexInformer
-		handler  cache.ResourceEventHandler
-	}{
-		{instances.Informer(), cache.ResourceEventHandlerFuncs{
-			AddFunc:    c.enqueue,
-			UpdateFunc: func(_, obj any) { c.enqueue(obj) },
-			DeleteFunc: c.enqueue,
-		}},
-		// A Pod or Service is named after its Instance: its key is the
-		// Instance's, whether the Instance owns it or it is in the way.
-		{pods.Informer(), cache.ResourceEventHandlerFuncs{
-			AddFunc:    c.enqueue,
-			UpdateFunc: func(_, obj any) { c.enqueue(obj) },
-			DeleteFunc: c.enqueue,
-		}},
-		{services.Informer(), cache.ResourceEventHandlerFuncs{
-			AddFunc:    c.enqueue,
-			UpdateFunc: func(_, obj any) { c.enqueue(obj) },
-			DeleteFunc: c.enqueue,
-		}},
-		{instanceTypes.Informer(), cache.ResourceEventHandlerFuncs{
-			AddFunc:    func(obj any) { c.enqueueIndexed(byType, obj) },
-			UpdateFunc: func(_, obj any) { c.enqueueIndexed(byType, obj) },
-			DeleteFunc: func(obj any) { c.enqueueIndexed(byType, obj) },
-		}},
-		// Pinned Instances wait for their Node to appear.
-		{nodes.Informer(), cache.ResourceEventHandlerFuncs{
-			AddFunc: func(obj any) { c.enqueueIndexed(byNode, obj) },
-		}},
+	if err := queue.Watch(c.queue, instanceInformer, kilninformers.InstanceHandlerFuncs{
+		AddFunc: func(inst *v1alpha1.Instance) { c.queue.Add(cache.MetaObjectToName(inst)) },
+		UpdateFunc: func(old, inst *v1alpha1.Instance) {
+			if old.ResourceVersion != inst.ResourceVersion {
+				c.queue.Add(cache.MetaObjectToName(inst))
+			}
+		},
+		DeleteFunc: func(d kilninformers.DeletedInstance) { c.queue.Add(d.GetObjectName()) },
+	}); err != nil {
+		return nil, err
 	}
-	for _, h := range handlers {
-		if _, err := h.informer.AddEventHandler(h.handler); err != nil {
-			return nil, err
-		}
+	if err := queue.Watch(c.queue, coreinformers.ToTypedPodInformer(pods).TypedInformer(), coreinformers.PodHandlerFuncs{
+		AddFunc: func(p *corev1.Pod) { c.enqueueController(p) },
+		UpdateFunc: func(old, p *corev1.Pod) {
+			if old.ResourceVersion != p.ResourceVersion {
+				c.enqueueController(p)
+			}
+		},
+		DeleteFunc: func(d coreinformers.DeletedPod) {
+			if d.OptionalObj == nil {
+				c.handleTombstone(d.GetObjectName())
+				return
+			}
+			c.handleDeleted(d.OptionalObj)
+		},
+	}); err != nil {
+		return nil, err
+	}
+	if err := queue.Watch(c.queue, coreinformers.ToTypedServiceInformer(services).TypedInformer(), coreinformers.ServiceHandlerFuncs{
+		AddFunc: func(s *corev1.Service) { c.enqueueController(s) },
+		UpdateFunc: func(old, s *corev1.Service) {
+			if old.ResourceVersion != s.ResourceVersion {
+				c.enqueueController(s)
+			}
+		},
+		DeleteFunc: func(d coreinformers.DeletedService) {
+			if d.OptionalObj == nil {
+				c.handleTombstone(d.GetObjectName())
+				return
+			}
+			c.handleDeleted(d.OptionalObj)
+		},
+	}); err != nil {
+		return nil, err
+	}
+	if err := queue.Watch(c.queue, kilninformers.ToTypedInstanceTypeInformer(instanceTypes).TypedInformer(), kilninformers.InstanceTypeHandlerFuncs{
+		AddFunc:    func(t *v1alpha1.InstanceType) { c.enqueueIndexed(byType, t.Name) },
+		UpdateFunc: func(_, t *v1alpha1.InstanceType) { c.enqueueIndexed(byType, t.Name) },
+		DeleteFunc: func(d kilninformers.DeletedInstanceType) { c.enqueueIndexed(byType, d.GetName()) },
+	}); err != nil {
+		return nil, err
+	}
+	// Pinned Instances wait for their Node to appear.
+	if err := queue.Watch(c.queue, coreinformers.ToTypedNodeInformer(nodes).TypedInformer(), coreinformers.NodeHandlerFuncs{
+		AddFunc: func(n *corev1.Node) { c.enqueueIndexed(byNode, n.Name) },
+	}); err != nil {
+		return nil, err
 	}
 	return c, nil
 }
 
-func (c *Controller) enqueue(obj any) {
-	key, err := cache.DeletionHandlingObjectToName(obj)
-	if err != nil {
-		utilruntime.HandleError(err)
-		return
-	}
-	c.queue.Add(key)
-}
-
-// enqueueIndexed queues the Instances whose index value is the name of
-// obj (an InstanceType or a Node).
-func (c *Controller) enqueueIndexed(index string, obj any) {
-	key, err := cache.DeletionHandlingObjectToName(obj)
-	if err != nil {
-		utilruntime.HandleError(err)
-		return
-	}
-	items, err := c.indexer.ByIndex(index, key.Name)
-	if err != nil {
-		utilruntime.HandleError(err)
-		return
-	}
-	for _, it := range items {
-		c.enqueue(it)
+// enqueueController queues the Instance that controls obj (a Pod or
+// Service), as sample-controller's handleObject does; objects no Instance
+// controls are none of this loop's business.
+func (c *Controller) enqueueController(obj metav1.Object) {
+	if ref := instanceControllerOf(obj); ref != nil {
+		c.queue.Add(cache.ObjectName{Namespace: obj.GetNamespace(), Name: ref.Name})
 	}
 }
 
-// HasSynced says whether every informer the controller reads has synced.
-func (c *Controller) HasSynced() bool {
-	for _, s := range c.synced {
-		if !s() {
-			return false
-		}
+// handleDeleted queues, for a deleted Pod or Service, the Instance that
+// controlled it and a same-named Instance it stood in the way of (Ready
+// reason NameConflict), which can now make its own.
+func (c *Controller) handleDeleted(obj metav1.Object) {
+	c.enqueueController(obj)
+	name := cache.MetaObjectToName(obj)
+	if inst, err := c.instances.Instances(name.Namespace).Get(name.Name); err == nil && readyReason(inst) == ReasonNameConflict {
+		c.queue.Add(name)
 	}
-	return true
 }
+
+// handleTombstone handles a delete seen only as a key: the object's owner
+// is unknown, but an Instance cares about a Pod or Service only if it has
+// the Instance's name.
+func (c *Controller) handleTombstone(name cache.ObjectName) {
+	if _, err := c.instances.Instances(name.Namespace).Get(name.Name); err == nil {
+		c.queue.Add(name)
+	}
+}
+
+// enqueueIndexed queues the Instances whose index value is name (an
+// InstanceType's or a Node's).
+func (c *Controller) enqueueIndexed(index, name string) {
+	items, err := c.indexer.ByTypedIndex(index, name)
+	if err != nil {
+		utilruntime.HandleError(err)
+		return
+	}
+	for _, inst := range items {
+		c.queue.Add(cache.MetaObjectToName(inst))
+	}
+}
+
+// HasSynced says whether every informer the controller reads has synced
+// and its initial list has reached the controller's handlers.
+func (c *Controller) HasSynced() bool { return c.queue.HasSynced() }
 
 // Run works the queue with the given number of workers until ctx is done.
 func (c *Controller) Run(ctx context.Context, workers int) error {
-	defer utilruntime.HandleCrashWithContext(ctx)
-	defer c.queue.ShutDown()
-	logger := klog.FromContext(ctx).WithValues("controller", ControllerName)
-	ctx = klog.NewContext(ctx, logger)
-	logger.Info("Starting controller", "workers", workers)
-	if !cache.WaitForNamedCacheSyncWithContext(ctx, c.synced...) {
-		return fmt.Errorf("instance controller: caches did not sync")
-	}
-	var wg sync.WaitGroup
-	for range workers {
-		wg.Go(func() { wait.UntilWithContext(ctx, c.worker, time.Second) })
-	}
-	<-ctx.Done()
-	logger.Info("Stopping controller")
-	c.queue.ShutDown()
-	wg.Wait()
-	return nil
-}
-
-func (c *Controller) worker(ctx context.Context) {
-	for c.next(ctx) {
-	}
-}
-
-func (c *Controller) next(ctx context.Context) bool {
-	key, shutdown := c.queue.Get()
-	if shutdown {
-		return false
-	}
-	defer c.queue.Done(key)
-	logger := klog.FromContext(ctx).WithValues("instance", key.String())
-	after, err := c.sync(klog.NewContext(ctx, logger), key)
-	switch {
-	case err == nil:
-		c.queue.Forget(key)
-		if after > 0 {
-			c.queue.AddAfter(key, after)
-		}
-	case apierrors.IsConflict(err):
-		// Someone wrote in between; read again and redo.
-		logger.V(4).Info("Conflict, requeueing", "err", err)
-		c.queue.AddRateLimited(key)
-	default:
-		logger.Error(err, "Sync failed, requeueing")
-		c.queue.AddRateLimited(key)
-	}
-	return true
+	return c.queue.Run(ctx, workers)
 }
 
 // podOf returns the Pod named after inst, split into the one it owns and

@@ -16,9 +16,18 @@ import (
 // else, or by an earlier Instance of the same name (another UID), is left
 // alone.
 func ownedBy(obj metav1.Object, inst *v1alpha1.Instance) bool {
+	ref := instanceControllerOf(obj)
+	return ref != nil && ref.UID == inst.UID
+}
+
+// instanceControllerOf returns obj's controller reference if it names an
+// Instance, else nil.
+func instanceControllerOf(obj metav1.Object) *metav1.OwnerReference {
 	ref := metav1.GetControllerOf(obj)
-	return ref != nil && ref.UID == inst.UID && ref.Kind == "Instance" &&
-		strings.HasPrefix(ref.APIVersion, v1alpha1.GroupName+"/")
+	if ref == nil || ref.Kind != "Instance" || !strings.HasPrefix(ref.APIVersion, v1alpha1.GroupName+"/") {
+		return nil
+	}
+	return ref
 }
 
 // conflictMessage explains which same-named objects are in the way, or is

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"maps"
-	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -13,21 +12,23 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
-	"k8s.io/apimachinery/pkg/util/wait"
 	coreinformers "k8s.io/client-go/informers/core/v1"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 
 	"kiln.dev/kiln/pkg/apis/gpu/v1alpha1"
 	"kiln.dev/kiln/pkg/generated/clientset/versioned"
 	kilninformers "kiln.dev/kiln/pkg/generated/informers/externalversions/gpu/v1alpha1"
 	listers "kiln.dev/kiln/pkg/generated/listers/gpu/v1alpha1"
+	"kiln.dev/kiln/pkg/reconcile/queue"
 )
 
 // ControllerName names the controller in logs and work-queue metrics.
 const ControllerName = "instancetype"
+
+// FieldManager owns the status fields this loop writes.
+const FieldManager = "kiln-instancetype-controller"
 
 // podsByNode indexes Pods by spec.nodeName, so a sync reads the Pods of
 // its pool's nodes rather than every Pod.
@@ -43,11 +44,7 @@ type Controller struct {
 	nodes corelisters.NodeLister
 	pods  cache.TypedIndexer[*corev1.Pod]
 
-	registrations []cache.ResourceEventHandlerRegistration
-	// setupErr is why the wiring failed; Run returns it.
-	setupErr error
-
-	queue workqueue.TypedRateLimitingInterface[string]
+	queue *queue.Queue[string]
 	now   func() time.Time
 }
 
@@ -55,56 +52,44 @@ type Controller struct {
 // spec.nodeName index to the Pod informer; an index of that name already
 // there (another loop sharing the informer) is taken to index the same and
 // used as it is. Indexers and handlers may be added before or after the
-// informers start. Wiring errors are returned by Run.
+// informers start.
 func NewController(
 	kiln versioned.Interface,
 	types kilninformers.InstanceTypeInformer,
 	nodes coreinformers.NodeInformer,
 	pods coreinformers.PodInformer,
-) *Controller {
+) (*Controller, error) {
 	podInformer := coreinformers.ToTypedPodInformer(pods).TypedInformer()
 	c := &Controller{
 		kiln:  kiln,
 		types: types.Lister(),
 		nodes: nodes.Lister(),
 		pods:  podInformer.GetTypedIndexer(),
-		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
-			workqueue.DefaultTypedControllerRateLimiter[string](),
-			workqueue.TypedRateLimitingQueueConfig[string]{Name: ControllerName}),
-		now: time.Now,
+		now:   time.Now,
 	}
-	c.setupErr = c.register(
-		kilninformers.ToTypedInstanceTypeInformer(types).TypedInformer(),
-		coreinformers.ToTypedNodeInformer(nodes).TypedInformer(),
-		podInformer,
-	)
-	return c
-}
+	c.queue = queue.New(ControllerName, "instancetype", func(ctx context.Context, name string) (time.Duration, error) {
+		return 0, c.sync(ctx, name)
+	})
 
-func (c *Controller) register(types kilninformers.InstanceTypeIndexInformer, nodes coreinformers.NodeIndexInformer, pods coreinformers.PodIndexInformer) error {
-	if _, ok := pods.GetIndexer().GetIndexers()[podsByNode]; !ok {
-		err := pods.AddTypedIndexers(coreinformers.PodIndexers{podsByNode: func(p *corev1.Pod) ([]string, error) {
+	if _, ok := podInformer.GetIndexer().GetIndexers()[podsByNode]; !ok {
+		err := podInformer.AddTypedIndexers(coreinformers.PodIndexers{podsByNode: func(p *corev1.Pod) ([]string, error) {
 			if p.Spec.NodeName == "" {
 				return nil, nil
 			}
 			return []string{p.Spec.NodeName}, nil
 		}})
 		if err != nil {
-			return fmt.Errorf("indexing pods by node for the %s controller: %w", ControllerName, err)
+			return nil, fmt.Errorf("indexing pods by node for the %s controller: %w", ControllerName, err)
 		}
 	}
-
-	reg, err := types.AddTypedEventHandler(kilninformers.InstanceTypeHandlerFuncs{
+	if err := queue.Watch(c.queue, kilninformers.ToTypedInstanceTypeInformer(types).TypedInformer(), kilninformers.InstanceTypeHandlerFuncs{
 		AddFunc:    func(t *v1alpha1.InstanceType) { c.queue.Add(t.Name) },
 		UpdateFunc: func(_, t *v1alpha1.InstanceType) { c.queue.Add(t.Name) },
 		DeleteFunc: func(d kilninformers.DeletedInstanceType) { c.queue.Add(d.GetName()) },
-	})
-	if err != nil {
-		return fmt.Errorf("watching for the %s controller: %w", ControllerName, err)
+	}); err != nil {
+		return nil, err
 	}
-	c.registrations = append(c.registrations, reg)
-
-	reg, err = nodes.AddTypedEventHandler(coreinformers.NodeHandlerFuncs{
+	if err := queue.Watch(c.queue, coreinformers.ToTypedNodeInformer(nodes).TypedInformer(), coreinformers.NodeHandlerFuncs{
 		AddFunc: func(n *corev1.Node) { c.enqueuePoolsOf(n) },
 		UpdateFunc: func(old, n *corev1.Node) {
 			if nodeChanged(old, n) {
@@ -112,13 +97,10 @@ func (c *Controller) register(types kilninformers.InstanceTypeIndexInformer, nod
 			}
 		},
 		DeleteFunc: c.nodeDeleted,
-	})
-	if err != nil {
-		return fmt.Errorf("watching for the %s controller: %w", ControllerName, err)
+	}); err != nil {
+		return nil, err
 	}
-	c.registrations = append(c.registrations, reg)
-
-	reg, err = pods.AddTypedEventHandler(coreinformers.PodHandlerFuncs{
+	if err := queue.Watch(c.queue, podInformer, coreinformers.PodHandlerFuncs{
 		AddFunc: func(p *corev1.Pod) { c.enqueuePoolsUsedBy(p) },
 		UpdateFunc: func(old, p *corev1.Pod) {
 			if podChanged(old, p) {
@@ -126,12 +108,10 @@ func (c *Controller) register(types kilninformers.InstanceTypeIndexInformer, nod
 			}
 		},
 		DeleteFunc: c.podDeleted,
-	})
-	if err != nil {
-		return fmt.Errorf("watching for the %s controller: %w", ControllerName, err)
+	}); err != nil {
+		return nil, err
 	}
-	c.registrations = append(c.registrations, reg)
-	return nil
+	return c, nil
 }
 
 // nodeChanged reports whether an update can change any pool's capacity:
@@ -232,75 +212,12 @@ func (c *Controller) enqueueAll() {
 
 // HasSynced reports whether the informers have synced and every event of
 // their initial lists has reached the controller's handlers.
-func (c *Controller) HasSynced() bool {
-	if c.setupErr != nil {
-		return false
-	}
-	for _, r := range c.registrations {
-		if !r.HasSynced() {
-			return false
-		}
-	}
-	return true
-}
+func (c *Controller) HasSynced() bool { return c.queue.HasSynced() }
 
 // Run waits for the caches, then runs workers until ctx is done, and
-// returns once they have stopped. It returns an error when the wiring
-// failed or ctx ended before the caches synced.
+// returns once they have stopped.
 func (c *Controller) Run(ctx context.Context, workers int) error {
-	defer utilruntime.HandleCrashWithContext(ctx)
-	defer c.queue.ShutDown()
-	if c.setupErr != nil {
-		return c.setupErr
-	}
-	logger := klog.FromContext(ctx).WithValues("controller", ControllerName)
-	ctx = klog.NewContext(ctx, logger)
-
-	checkers := make([]cache.DoneChecker, len(c.registrations))
-	for i, r := range c.registrations {
-		checkers[i] = r.HasSyncedChecker()
-	}
-	if !cache.WaitFor(ctx, "caches to sync", checkers...) {
-		return fmt.Errorf("%s controller: caches did not sync: %w", ControllerName, context.Cause(ctx))
-	}
-
-	logger.Info("Starting workers", "count", workers)
-	var wg sync.WaitGroup
-	for range workers {
-		wg.Go(func() { wait.UntilWithContext(ctx, c.runWorker, time.Second) })
-	}
-	<-ctx.Done()
-	logger.Info("Shutting down workers")
-	c.queue.ShutDown()
-	wg.Wait()
-	return nil
-}
-
-func (c *Controller) runWorker(ctx context.Context) {
-	for c.processNextItem(ctx) {
-	}
-}
-
-func (c *Controller) processNextItem(ctx context.Context) bool {
-	name, shutdown := c.queue.Get()
-	if shutdown {
-		return false
-	}
-	defer c.queue.Done(name)
-
-	err := c.sync(ctx, name)
-	switch {
-	case err == nil:
-		c.queue.Forget(name)
-	case apierrors.IsConflict(err):
-		// The informer brings the newer object; the retry computes from it.
-		klog.FromContext(ctx).V(2).Info("Status write conflicted, requeuing", "instancetype", name)
-		c.queue.AddRateLimited(name)
-	default:
-		utilruntime.HandleErrorWithContext(ctx, err, "Syncing InstanceType failed, requeuing", "instancetype", name)
-		c.queue.AddRateLimited(name)
-	}
-	return true
+	return c.queue.Run(ctx, workers)
 }
 
 // sync writes the status of one InstanceType, computed from the listers,
@@ -332,7 +249,7 @@ func (c *Controller) sync(ctx context.Context, name string) error {
 
 	updated := t.DeepCopy()
 	updated.Status = status
-	if _, err := c.kiln.GpuV1alpha1().InstanceTypes().UpdateStatus(ctx, updated, metav1.UpdateOptions{}); err != nil {
+	if _, err := c.kiln.GpuV1alpha1().InstanceTypes().UpdateStatus(ctx, updated, metav1.UpdateOptions{FieldManager: FieldManager}); err != nil {
 		if apierrors.IsNotFound(err) {
 			return nil
 		}

@@ -48,9 +48,9 @@ func newFixture(t *testing.T, types []*v1alpha1.InstanceType, nodes []*corev1.No
 	typeInformer := kf.Gpu().V1alpha1().InstanceTypes()
 	nodeInformer, podInformer := cf.Core().V1().Nodes(), cf.Core().V1().Pods()
 
-	c := NewController(kiln, typeInformer, nodeInformer, podInformer)
-	if c.setupErr != nil {
-		t.Fatalf("NewController: %v", c.setupErr)
+	c, err := NewController(kiln, typeInformer, nodeInformer, podInformer)
+	if err != nil {
+		t.Fatalf("NewController: %v", err)
 	}
 	c.now = func() time.Time { return syncTime }
 	add := func(store cache.Store, obj any) {
@@ -173,7 +173,7 @@ func TestSyncReturnsConflict(t *testing.T) {
 	}
 	// The worker requeues it with backoff rather than dropping it.
 	f.c.queue.Add("h100")
-	f.c.processNextItem(ctx)
+	f.c.queue.ProcessNext(ctx)
 	if got := f.c.queue.NumRequeues("h100"); got != 1 {
 		t.Errorf("requeues after a conflict = %d, want 1", got)
 	}
@@ -311,7 +311,10 @@ func TestRun(t *testing.T) {
 	kube := kubefake.NewSimpleClientset(kubeObjs...)
 	kf := kilninformers.NewSharedInformerFactory(kiln, 0)
 	cf := kubeinformers.NewSharedInformerFactory(kube, 0)
-	c := NewController(kiln, kf.Gpu().V1alpha1().InstanceTypes(), cf.Core().V1().Nodes(), cf.Core().V1().Pods())
+	c, err := NewController(kiln, kf.Gpu().V1alpha1().InstanceTypes(), cf.Core().V1().Nodes(), cf.Core().V1().Pods())
+	if err != nil {
+		t.Fatal(err)
+	}
 	kf.Start(ctx.Done())
 	cf.Start(ctx.Done())
 	defer kf.Shutdown()
@@ -320,7 +323,7 @@ func TestRun(t *testing.T) {
 	done := make(chan error)
 	go func() { done <- c.Run(ctx, 2) }()
 
-	err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+	err = wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
 		it, err := kiln.GpuV1alpha1().InstanceTypes().Get(ctx, "h100", metav1.GetOptions{})
 		if err != nil {
 			return false, err

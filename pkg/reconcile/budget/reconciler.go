@@ -1,3 +1,9 @@
+// Package budget is the loop that keeps every Budget's status.used equal
+// to what the stored Instances and Claims hold, plus the charges the
+// Budget admission plugin (kiln.dev/kiln/pkg/admission/budget) made for
+// writes still in flight. The plugin only ever raises used; this loop
+// brings it down when a stop, a delete or a lapsed Claim is stored, and
+// repairs a charge whose write failed.
 package budget
 
 import (
@@ -5,7 +11,7 @@ import (
 	"fmt"
 	"time"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -13,7 +19,6 @@ import (
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 
 	"kiln.dev/kiln/pkg/admission/accounting"
@@ -21,23 +26,30 @@ import (
 	"kiln.dev/kiln/pkg/apis/gpu/v1alpha1"
 	"kiln.dev/kiln/pkg/generated/clientset/versioned"
 	informers "kiln.dev/kiln/pkg/generated/informers/externalversions"
+	kilninformers "kiln.dev/kiln/pkg/generated/informers/externalversions/gpu/v1alpha1"
 	listers "kiln.dev/kiln/pkg/generated/listers/gpu/v1alpha1"
+	"kiln.dev/kiln/pkg/reconcile/queue"
 )
+
+// Name names the loop in logs and work-queue metrics.
+const Name = "budget"
+
+// FieldManager owns the status fields the reconciler writes.
+const FieldManager = "kiln-budget-reconciler"
 
 // Reconciler recomputes every Budget's status.used from the stored
 // Instances and Claims plus the charges still in flight (status.pending).
-// It runs inside the API server, beside the plugin whose bookkeeping it
-// repairs: it needs no other component (standalone has none), and every
-// replica may run it, since each write is a compare-and-swap of the same
-// recount.
+// It runs inside the API server, beside the admission plugin whose
+// bookkeeping it repairs: it needs no other component (standalone has
+// none), and every replica may run it, since each write is a
+// compare-and-swap of the same recount. The queue holds namespaces.
 type Reconciler struct {
 	client versioned.Interface
 	// budgets says which namespaces have any; events of the Instances and
 	// Claims there trigger a recount.
 	budgets listers.BudgetLister
 	types   listers.InstanceTypeLister
-	synced  []cache.InformerSynced
-	queue   workqueue.TypedRateLimitingInterface[string]
+	queue   *queue.Queue[string]
 
 	// PendingTTL is how long a charge whose object is not seen stored is
 	// kept. A write takes milliseconds after admission; a request is cut
@@ -64,54 +76,55 @@ func NewReconciler(client versioned.Interface, f informers.SharedInformerFactory
 		Resync:     15 * time.Second,
 		Coalesce:   200 * time.Millisecond,
 		now:        time.Now,
-		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
-			workqueue.TypedRateLimitingQueueConfig[string]{Name: "budget"}),
 	}
-	byNamespace := cache.ResourceEventHandlerFuncs{
-		AddFunc:    r.enqueueObject,
-		UpdateFunc: func(_, obj any) { r.enqueueObject(obj) },
-		DeleteFunc: r.enqueueObject,
+	r.queue = queue.New(Name, "namespace", r.Reconcile)
+	if err := queue.Watch(r.queue, kilninformers.ToTypedBudgetInformer(gpuInformers.Budgets()).TypedInformer(), byNamespace[*v1alpha1.Budget](r)); err != nil {
+		return nil, err
 	}
-	for _, inf := range []cache.SharedIndexInformer{
-		gpuInformers.Budgets().Informer(), gpuInformers.Instances().Informer(), gpuInformers.Claims().Informer(),
-	} {
-		if _, err := inf.AddEventHandler(byNamespace); err != nil {
-			return nil, err
-		}
-		r.synced = append(r.synced, inf.HasSynced)
+	if err := queue.Watch(r.queue, kilninformers.ToTypedInstanceInformer(gpuInformers.Instances()).TypedInformer(), byNamespace[*v1alpha1.Instance](r)); err != nil {
+		return nil, err
+	}
+	if err := queue.Watch(r.queue, kilninformers.ToTypedClaimInformer(gpuInformers.Claims()).TypedInformer(), byNamespace[*v1alpha1.Claim](r)); err != nil {
+		return nil, err
 	}
 	// A type's card memory is in every charge of its objects.
-	typeInformer := gpuInformers.InstanceTypes().Informer()
-	if _, err := typeInformer.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		UpdateFunc: func(_, _ any) { r.enqueueAll() },
+	if err := queue.Watch(r.queue, kilninformers.ToTypedInstanceTypeInformer(gpuInformers.InstanceTypes()).TypedInformer(), kilninformers.InstanceTypeHandlerFuncs{
+		UpdateFunc: func(old, t *v1alpha1.InstanceType) {
+			if !apiequality.Semantic.DeepEqual(old.Spec, t.Spec) {
+				r.enqueueAll()
+			}
+		},
 	}); err != nil {
 		return nil, err
 	}
-	r.synced = append(r.synced, typeInformer.HasSynced)
 	return r, nil
 }
 
-func (r *Reconciler) enqueueObject(obj any) {
-	if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = tomb.Obj
-	}
-	m, err := metaOf(obj)
-	if err != nil {
-		utilruntime.HandleError(err)
-		return
-	}
-	// Only namespaces with Budgets have anything to reconcile.
-	if bs, err := r.budgets.Budgets(m.GetNamespace()).List(labels.Everything()); err == nil && len(bs) > 0 {
-		r.queue.AddAfter(m.GetNamespace(), r.Coalesce)
+// object is what the reconciler watches: Budgets, Instances and Claims.
+type object interface {
+	comparable
+	metav1.Object
+}
+
+// byNamespace queues the namespace of every change.
+func byNamespace[O object](r *Reconciler) cache.TypedResourceEventHandlerFuncs[O] {
+	return cache.TypedResourceEventHandlerFuncs[O]{
+		AddFunc: func(o O) { r.enqueueNamespace(o.GetNamespace()) },
+		UpdateFunc: func(old, o O) {
+			if old.GetResourceVersion() != o.GetResourceVersion() {
+				r.enqueueNamespace(o.GetNamespace())
+			}
+		},
+		DeleteFunc: func(d cache.DeletedObject[O]) { r.enqueueNamespace(d.GetNamespace()) },
 	}
 }
 
-func metaOf(obj any) (metav1.Object, error) {
-	m, ok := obj.(metav1.Object)
-	if !ok {
-		return nil, fmt.Errorf("budget reconciler: unexpected object %T", obj)
+// enqueueNamespace queues a namespace that has Budgets; only those have
+// anything to reconcile.
+func (r *Reconciler) enqueueNamespace(ns string) {
+	if bs, err := r.budgets.Budgets(ns).List(labels.Everything()); err == nil && len(bs) > 0 {
+		r.queue.AddAfter(ns, r.Coalesce)
 	}
-	return m, nil
 }
 
 func (r *Reconciler) enqueueAll() {
@@ -125,42 +138,15 @@ func (r *Reconciler) enqueueAll() {
 	}
 }
 
-// Run reconciles until ctx is done.
-func (r *Reconciler) Run(ctx context.Context, workers int) {
-	defer utilruntime.HandleCrash()
-	defer r.queue.ShutDown()
-	logger := klog.FromContext(ctx).WithName("budget-reconciler")
-	ctx = klog.NewContext(ctx, logger)
-	if !cache.WaitForNamedCacheSyncWithContext(ctx, r.synced...) {
-		return
-	}
-	for range workers {
-		go wait.UntilWithContext(ctx, r.worker, time.Second)
-	}
+// HasSynced reports whether the informers have synced and their initial
+// lists have reached the reconciler's handlers.
+func (r *Reconciler) HasSynced() bool { return r.queue.HasSynced() }
+
+// Run reconciles until ctx is done, and re-examines every namespace with
+// Budgets each Resync.
+func (r *Reconciler) Run(ctx context.Context, workers int) error {
 	go wait.UntilWithContext(ctx, func(context.Context) { r.enqueueAll() }, r.Resync)
-	<-ctx.Done()
-}
-
-func (r *Reconciler) worker(ctx context.Context) {
-	for r.processNext(ctx) {
-	}
-}
-
-func (r *Reconciler) processNext(ctx context.Context) bool {
-	ns, shutdown := r.queue.Get()
-	if shutdown {
-		return false
-	}
-	defer r.queue.Done(ns)
-	if err := r.Reconcile(ctx, ns); err != nil {
-		if !apierrors.IsConflict(err) {
-			klog.FromContext(ctx).Error(err, "Reconciling budgets", "namespace", ns)
-		}
-		r.queue.AddRateLimited(ns)
-		return true
-	}
-	r.queue.Forget(ns)
-	return true
+	return r.queue.Run(ctx, workers)
 }
 
 // stored is one stored object's charge.
@@ -176,15 +162,18 @@ type stored struct {
 // list is either still pending in the Budget read (and kept) or a release
 // the next event brings. An informer lagging behind could otherwise lower
 // used below what is stored and let a Budget over-commit.
-func (r *Reconciler) Reconcile(ctx context.Context, ns string) error {
+//
+// It returns how soon to look again: when the first charge in flight
+// expires.
+func (r *Reconciler) Reconcile(ctx context.Context, ns string) (time.Duration, error) {
 	gpuClient := r.client.GpuV1alpha1()
 	budgetList, err := gpuClient.Budgets(ns).List(ctx, metav1.ListOptions{})
 	if err != nil || len(budgetList.Items) == 0 {
-		return err
+		return 0, err
 	}
 	objects, err := r.storedCharges(ctx, ns)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	var requeueAfter time.Duration
 	for i := range budgetList.Items {
@@ -218,16 +207,16 @@ func (r *Reconciler) Reconcile(ctx context.Context, ns string) error {
 		}
 		updated := b.DeepCopy()
 		updated.Status.Used, updated.Status.Pending = used, kept
-		if _, err := r.client.GpuV1alpha1().Budgets(ns).UpdateStatus(ctx, updated, metav1.UpdateOptions{FieldManager: "kiln-budget-reconciler"}); err != nil {
+		if _, err := gpuClient.Budgets(ns).UpdateStatus(ctx, updated, metav1.UpdateOptions{FieldManager: FieldManager}); err != nil {
 			// A conflict means a charge landed meanwhile: start over.
-			return err
+			return 0, err
 		}
 		klog.FromContext(ctx).V(2).Info("Recomputed budget", "budget", klog.KObj(b), "used", used, "pending", len(kept))
 	}
 	if requeueAfter > 0 {
-		r.queue.AddAfter(ns, requeueAfter+time.Second)
+		requeueAfter += time.Second
 	}
-	return nil
+	return requeueAfter, nil
 }
 
 // settled says whether a charge in flight is over: its object is stored in
@@ -257,33 +246,37 @@ func (r *Reconciler) storedCharges(ctx context.Context, ns string) (map[types.UI
 	if err != nil {
 		return nil, err
 	}
-	claimsByName := map[string]*v1alpha1.Claim{}
+	claimsByName := map[string]*gpu.Claim{}
 	for i := range claims.Items {
-		claimsByName[claims.Items[i].Name] = &claims.Items[i]
-	}
-	for i := range instances.Items {
-		inst := &instances.Items[i]
-		s := stored{kind: "Instance", name: inst.Name, rv: inst.ResourceVersion}
-		charged := !inst.Spec.Stopped
-		if c, ok := claimsByName[inst.Spec.ClaimName]; charged && ok {
-			charged = !ClaimHolds(c, inst.Spec.Type)
+		c := &gpu.Claim{}
+		if err := v1alpha1.Convert_v1alpha1_Claim_To_gpu_Claim(&claims.Items[i], c, nil); err != nil {
+			return nil, fmt.Errorf("claim %s/%s: %w", ns, claims.Items[i].Name, err)
 		}
-		if charged {
-			if s.charge, err = r.chargeOf(accounting.V1alpha1InstanceRequest(&inst.Spec), true); err != nil {
-				return nil, err
-			}
-		}
-		out[inst.UID] = s
-	}
-	for i := range claims.Items {
-		c := &claims.Items[i]
+		claimsByName[c.Name] = c
 		s := stored{kind: "Claim", name: c.Name, rv: c.ResourceVersion}
-		if accounting.ClaimCharged(string(c.Status.Phase)) {
-			if s.charge, err = r.chargeOf(accounting.V1alpha1ClaimRequest(&c.Spec), false); err != nil {
+		if accounting.ClaimCharged(c.Status.Phase) {
+			if s.charge, err = r.chargeOf(accounting.ClaimRequest(&c.Spec), false); err != nil {
 				return nil, err
 			}
 		}
 		out[c.UID] = s
+	}
+	for i := range instances.Items {
+		var inst gpu.Instance
+		if err := v1alpha1.Convert_v1alpha1_Instance_To_gpu_Instance(&instances.Items[i], &inst, nil); err != nil {
+			return nil, fmt.Errorf("instance %s/%s: %w", ns, instances.Items[i].Name, err)
+		}
+		s := stored{kind: "Instance", name: inst.Name, rv: inst.ResourceVersion}
+		charged := !inst.Spec.Stopped
+		if c, ok := claimsByName[inst.Spec.ClaimName]; charged && ok {
+			charged = !accounting.ClaimHolds(c, inst.Spec.Type)
+		}
+		if charged {
+			if s.charge, err = r.chargeOf(accounting.InstanceRequest(&inst.Spec), true); err != nil {
+				return nil, err
+			}
+		}
+		out[inst.UID] = s
 	}
 	return out, nil
 }
