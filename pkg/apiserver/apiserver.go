@@ -5,7 +5,6 @@ package apiserver
 import (
 	"fmt"
 
-	"k8s.io/apiserver/pkg/admission"
 	apiserverfeatures "k8s.io/apiserver/pkg/features"
 	"k8s.io/apiserver/pkg/registry/generic"
 	"k8s.io/apiserver/pkg/registry/rest"
@@ -56,14 +55,7 @@ func (c CompletedConfig) New() (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	storage, err := NewStorage(c.GenericConfig.RESTOptionsGetter, instancestorage.Options{
-		Admission: c.GenericConfig.AdmissionControl,
-		ObjectInterfaces: &admission.RuntimeObjectInterfaces{
-			ObjectCreater: Scheme, ObjectTyper: Scheme, ObjectDefaulter: Scheme, ObjectConvertor: Scheme,
-			EquivalentResourceMapper: c.GenericConfig.EquivalentResourceRegistry,
-		},
-		Pods: pods,
-	})
+	storage, err := NewStorage(c.GenericConfig.RESTOptionsGetter, instancestorage.Options{Pods: pods})
 	if err != nil {
 		return nil, err
 	}

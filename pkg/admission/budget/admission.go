@@ -27,6 +27,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"kiln.dev/kiln/pkg/admission/accounting"
+	"kiln.dev/kiln/pkg/admission/instancechange"
 	kilninit "kiln.dev/kiln/pkg/admission/initializer"
 	"kiln.dev/kiln/pkg/apis/gpu"
 	"kiln.dev/kiln/pkg/apis/gpu/v1alpha1"
@@ -99,13 +100,6 @@ type request struct {
 
 // Validate charges, or refuses, a write that raises a charge.
 func (p *Plugin) Validate(ctx context.Context, a admission.Attributes, _ admission.ObjectInterfaces) error {
-	// Subresources raise no charge here: /status carries no request, and
-	// instances/start and instances/stop run their write through the chain
-	// again as an update of the Instance itself, charged as any update that
-	// starts it; a stop raises nothing and the reconciler releases it.
-	if a.GetSubresource() != "" {
-		return nil
-	}
 	req, err := p.request(ctx, a)
 	if err != nil || req == nil {
 		return err
@@ -146,21 +140,25 @@ func (p *Plugin) Validate(ctx context.Context, a admission.Attributes, _ admissi
 func (p *Plugin) request(ctx context.Context, a admission.Attributes) (*request, error) {
 	var r request
 	var oldCharge gpu.BudgetResourceList
-	switch obj := a.GetObject().(type) {
-	case *gpu.Instance:
-		r.kind, r.name, r.uid = "Instance", obj.Name, obj.UID
-		charged, err := p.instanceCharged(ctx, obj.Namespace, &obj.Spec)
+	inst, old, err := instancechange.Of(ctx, a, nil)
+	claim, _ := a.GetObject().(*gpu.Claim)
+	switch {
+	case err != nil:
+		return nil, err
+	case inst != nil:
+		r.kind, r.name, r.uid = "Instance", inst.Name, inst.UID
+		charged, err := p.instanceCharged(ctx, inst.Namespace, &inst.Spec)
 		if err != nil {
 			return nil, err
 		}
 		if charged {
-			c, err := p.chargeOf(ctx, accounting.InstanceRequest(&obj.Spec), true)
+			c, err := p.chargeOf(ctx, accounting.InstanceRequest(&inst.Spec), true)
 			if err != nil || c == nil {
 				return nil, err
 			}
 			r.charge = c
 		}
-		if old, ok := a.GetOldObject().(*gpu.Instance); ok && a.GetOperation() == admission.Update {
+		if old != nil {
 			r.oldRV = old.ResourceVersion
 			oldCharged, err := p.instanceCharged(ctx, old.Namespace, &old.Spec)
 			if err != nil {
@@ -174,14 +172,11 @@ func (p *Plugin) request(ctx context.Context, a admission.Attributes) (*request,
 				oldCharge = c
 			}
 		}
-	case *gpu.Claim:
+	case claim != nil && a.GetOperation() == admission.Create && a.GetSubresource() == "":
 		// A Claim's request cannot change; its phase moves through /status
 		// and the reconciler releases what a lapsed Claim held.
-		if a.GetOperation() != admission.Create {
-			return nil, nil
-		}
-		r.kind, r.name, r.uid = "Claim", obj.Name, obj.UID
-		c, err := p.chargeOf(ctx, accounting.ClaimRequest(&obj.Spec), false)
+		r.kind, r.name, r.uid = "Claim", claim.Name, claim.UID
+		c, err := p.chargeOf(ctx, accounting.ClaimRequest(&claim.Spec), false)
 		if err != nil || c == nil {
 			return nil, err
 		}

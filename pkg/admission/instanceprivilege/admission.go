@@ -13,6 +13,7 @@ import (
 	genericinit "k8s.io/apiserver/pkg/admission/initializer"
 	"k8s.io/apiserver/pkg/authorization/authorizer"
 
+	"kiln.dev/kiln/pkg/admission/instancechange"
 	"kiln.dev/kiln/pkg/apis/gpu"
 )
 
@@ -56,18 +57,12 @@ func (p *Plugin) ValidateInitialization() error {
 // about only when they add privilege, so an Instance an admin made
 // privileged can still be stopped or relabelled by its tenant.
 func (p *Plugin) Validate(ctx context.Context, a admission.Attributes, _ admission.ObjectInterfaces) error {
-	// Subresources are not asked about: /status keeps the spec, and
-	// instances/start and instances/stop run their write through the chain
-	// again as an update of the Instance, which adds no privilege.
-	if a.GetResource().GroupResource() != gpu.Resource("instances") || a.GetSubresource() != "" {
-		return nil
-	}
-	inst, ok := a.GetObject().(*gpu.Instance)
-	if !ok {
-		return nil
+	inst, old, err := instancechange.Of(ctx, a, nil)
+	if err != nil || inst == nil {
+		return err
 	}
 	reasons := privileges(inst)
-	if old, ok := a.GetOldObject().(*gpu.Instance); ok && a.GetOperation() == admission.Update {
+	if old != nil {
 		reasons = added(privileges(old), reasons)
 	}
 	if len(reasons) == 0 {

@@ -16,6 +16,7 @@ import (
 	"k8s.io/apiserver/pkg/authentication/user"
 	"k8s.io/apiserver/pkg/authorization/authorizer"
 
+	"kiln.dev/kiln/pkg/admission/instancechange"
 	"kiln.dev/kiln/pkg/apis/gpu"
 	"kiln.dev/kiln/pkg/apis/gpu/v1alpha1"
 )
@@ -121,6 +122,7 @@ func TestValidate(t *testing.T) {
 		obj         *gpu.Instance
 		resource    string // instances unless set
 		subresource string
+		stored      *gpu.Instance // the Instance a start replaces
 		reason      string
 		authzErr    error
 		wantAsked   []string
@@ -191,9 +193,9 @@ func TestValidate(t *testing.T) {
 			wantAsked: []string{asked("admin", "team-a")}},
 
 		{name: "status subresource is ignored", user: "tenant-a", old: instance(), obj: instance(privileged), subresource: "status"},
-		{name: "instances/start as posted is ignored", user: "tenant-a", obj: instance(privileged), subresource: "start"},
-		// What instances/start then admits: the stored privileged Instance,
-		// started by its tenant.
+		// instances/start: the registry passes the new Instance as the
+		// object and the stored one in the context.
+		{name: "instances/start adds no privilege", user: "tenant-a", stored: instance(privileged, stopped), obj: instance(privileged), subresource: "start"},
 		{name: "a start adds no privilege", user: "tenant-a", old: instance(privileged, stopped), obj: instance(privileged)},
 		{name: "other resources are ignored", user: "tenant-a", obj: instance(privileged), resource: "claims"},
 	}
@@ -216,7 +218,11 @@ func TestValidate(t *testing.T) {
 			attrs := admission.NewAttributesRecord(tc.obj, old, v1alpha1.SchemeGroupVersion.WithKind("Instance"), tc.obj.Namespace, tc.obj.Name,
 				v1alpha1.SchemeGroupVersion.WithResource(resourceName), tc.subresource, op, opts, false, &user.DefaultInfo{Name: tc.user})
 
-			err := p.Validate(context.Background(), attrs, nil)
+			ctx := context.Background()
+			if tc.stored != nil {
+				ctx = instancechange.WithStored(ctx, tc.stored)
+			}
+			err := p.Validate(ctx, attrs, nil)
 			if got, want := strings.Join(authz.asked, "\n"), strings.Join(tc.wantAsked, "\n"); got != want {
 				t.Errorf("asked\n%s\nwant\n%s", got, want)
 			}

@@ -18,6 +18,7 @@ import (
 	"k8s.io/apiserver/pkg/admission"
 
 	"kiln.dev/kiln/pkg/admission/accounting"
+	"kiln.dev/kiln/pkg/admission/instancechange"
 	kilninit "kiln.dev/kiln/pkg/admission/initializer"
 	"kiln.dev/kiln/pkg/apis/gpu"
 	"kiln.dev/kiln/pkg/apis/gpu/v1alpha1"
@@ -44,8 +45,9 @@ func Register(plugins *admission.Plugins) {
 // Plugin sizes Instances.
 type Plugin struct {
 	*admission.Handler
-	types  listers.InstanceTypeLister
-	client versioned.Interface
+	types       listers.InstanceTypeLister
+	client      versioned.Interface
+	getInstance instancechange.Getter
 }
 
 var (
@@ -66,8 +68,11 @@ func (p *Plugin) SetKilnInformerFactory(f informers.SharedInformerFactory) {
 	p.SetReadyFunc(inf.Informer().HasSynced)
 }
 
-// SetKilnClient takes the client used when the lister has not seen a type yet.
-func (p *Plugin) SetKilnClient(c versioned.Interface) { p.client = c }
+// SetKilnClient takes the client used when the lister has not seen a type
+// yet, and to read the Instance a start or stop changes.
+func (p *Plugin) SetKilnClient(c versioned.Interface) {
+	p.client, p.getInstance = c, instancechange.ClientGetter(c)
+}
 
 // ValidateInitialization checks the plugin got what it needs.
 func (p *Plugin) ValidateInitialization() error {
@@ -80,23 +85,12 @@ func (p *Plugin) ValidateInitialization() error {
 // Admit sizes a new Instance, and an existing one whose request changes or
 // that is started.
 func (p *Plugin) Admit(ctx context.Context, a admission.Attributes, _ admission.ObjectInterfaces) error {
-	// Subresources are not sized: /status keeps the spec, and the body
-	// posted to instances/start or instances/stop is not the Instance. Those
-	// two run their write through the chain again as an update of the
-	// stored Instance, sized here as any update that starts it.
-	if a.GetResource().GroupResource() != gpu.Resource("instances") || a.GetSubresource() != "" {
+	inst, old, err := instancechange.Of(ctx, a, p.getInstance)
+	if err != nil || inst == nil {
+		return err
+	}
+	if old != nil && !changesShare(old, inst) {
 		return nil
-	}
-	inst, ok := a.GetObject().(*gpu.Instance)
-	if !ok {
-		return apierrors.NewBadRequest("InstanceSizing: the object is not an Instance")
-	}
-	var old *gpu.Instance
-	if a.GetOperation() == admission.Update {
-		old, _ = a.GetOldObject().(*gpu.Instance)
-		if old != nil && !changesShare(old, inst) {
-			return nil
-		}
 	}
 	if !p.WaitForReady() {
 		return admission.NewForbidden(a, fmt.Errorf("not yet ready to handle request: InstanceTypes are still loading"))

@@ -184,6 +184,8 @@ func TestAdmit(t *testing.T) {
 		old         *gpu.Instance // nil for a create
 		obj         *gpu.Instance
 		subresource string
+		// stored is what a start or stop reads.
+		stored *gpu.Instance
 		// want is the object after admission; nil when it must be unchanged.
 		want     *gpu.Instance
 		wantCode int32
@@ -332,15 +334,20 @@ func TestAdmit(t *testing.T) {
 			old:         instance(),
 			obj:         instance(cards(4), func(i *gpu.Instance) { i.Spec.Workspace = nil }),
 			subresource: "status"},
-		// The posted body of instances/start; the update it makes is sized
-		// as in "a start sizes again".
-		{name: "instances/start as posted is ignored",
-			obj:         &gpu.Instance{ObjectMeta: metav1.ObjectMeta{Name: "train", Namespace: "team-a"}},
-			subresource: "start"},
+		// The posted body of instances/start is replaced by the stored
+		// Instance, started, and sized as in "a start sizes again".
+		{name: "instances/start sizes the stored Instance, started",
+			stored:      instance(host("10", "128Gi", "200Gi"), sized(allSized), stopped),
+			obj:         &gpu.Instance{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"posted": "ignored"}}},
+			subresource: "start",
+			want:        instance(host("16", "128Gi", "200Gi"), sized(allSized))},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			p := newPlugin(t)
+			if tc.stored != nil {
+				p.getInstance = func(context.Context, string, string) (*gpu.Instance, error) { return tc.stored.DeepCopy(), nil }
+			}
 			want := tc.want
 			if want == nil {
 				want = tc.obj.DeepCopy()
@@ -375,7 +382,7 @@ func TestAdmitOtherObjects(t *testing.T) {
 		t.Errorf("a Claim: %v", err)
 	}
 	checkError(t, p.Admit(context.Background(), attributes(claim.DeepCopy(), nil, "instances", ""), nil),
-		http.StatusBadRequest, "InstanceSizing: the object is not an Instance")
+		http.StatusBadRequest, "instances: unexpected object *gpu.Claim")
 }
 
 func TestCardsText(t *testing.T) {

@@ -22,6 +22,7 @@ import (
 	corelisters "k8s.io/client-go/listers/core/v1"
 
 	"kiln.dev/kiln/pkg/admission/accounting"
+	"kiln.dev/kiln/pkg/admission/instancechange"
 	kilninit "kiln.dev/kiln/pkg/admission/initializer"
 	"kiln.dev/kiln/pkg/apis/gpu"
 	"kiln.dev/kiln/pkg/apis/gpu/v1alpha1"
@@ -99,13 +100,6 @@ func (p *Plugin) ValidateInitialization() error {
 
 // Validate refuses Instances and Claims their type does not allow.
 func (p *Plugin) Validate(ctx context.Context, a admission.Attributes, _ admission.ObjectInterfaces) error {
-	// Subresources are not checked here: /status carries no request, and
-	// instances/start and instances/stop run their write through the chain
-	// again as an update of the Instance itself, where a start is an old
-	// stopped Instance and a new running one, and a stop starts nothing.
-	if a.GetSubresource() != "" {
-		return nil
-	}
 	var (
 		typeName string
 		req      accounting.Request
@@ -113,21 +107,25 @@ func (p *Plugin) Validate(ctx context.Context, a admission.Attributes, _ admissi
 		checkReq bool // the request is new or changed
 		kind     string
 	)
-	switch obj := a.GetObject().(type) {
-	case *gpu.Instance:
-		kind, typeName, req = "Instance", obj.Spec.Type, accounting.InstanceRequest(&obj.Spec)
-		if a.GetOperation() == admission.Create {
-			starting, checkReq = !obj.Spec.Stopped, true
-		} else if old, ok := a.GetOldObject().(*gpu.Instance); ok {
-			starting = old.Spec.Stopped && !obj.Spec.Stopped
+	inst, old, err := instancechange.Of(ctx, a, nil)
+	switch {
+	case err != nil:
+		return err
+	case inst != nil:
+		kind, typeName, req = "Instance", inst.Spec.Type, accounting.InstanceRequest(&inst.Spec)
+		if old == nil {
+			starting, checkReq = !inst.Spec.Stopped, true
+		} else {
+			starting = old.Spec.Stopped && !inst.Spec.Stopped
 			checkReq = starting || !accounting.InstanceRequest(&old.Spec).Equal(req)
 		}
-	case *gpu.Claim:
-		if a.GetOperation() != admission.Create {
-			// A Claim's request cannot change after creation.
+	case a.GetSubresource() == "" && a.GetOperation() == admission.Create:
+		// A Claim's request cannot change after creation.
+		c, ok := a.GetObject().(*gpu.Claim)
+		if !ok {
 			return nil
 		}
-		kind, typeName, req, starting, checkReq = "Claim", obj.Spec.Type, accounting.ClaimRequest(&obj.Spec), true, true
+		kind, typeName, req, starting, checkReq = "Claim", c.Spec.Type, accounting.ClaimRequest(&c.Spec), true, true
 	default:
 		return nil
 	}

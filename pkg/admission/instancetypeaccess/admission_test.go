@@ -17,6 +17,7 @@ import (
 	kubeinformers "k8s.io/client-go/informers"
 	kubefake "k8s.io/client-go/kubernetes/fake"
 
+	"kiln.dev/kiln/pkg/admission/instancechange"
 	"kiln.dev/kiln/pkg/apis/gpu"
 	"kiln.dev/kiln/pkg/apis/gpu/v1alpha1"
 	"kiln.dev/kiln/pkg/generated/clientset/versioned/fake"
@@ -197,6 +198,8 @@ type testCase struct {
 	old         runtime.Object // nil for a create
 	obj         runtime.Object
 	subresource string
+	// stored is the Instance a start or stop replaces.
+	stored *gpu.Instance
 	wantCode    int32 // 0: admitted
 	wantErr     string
 }
@@ -219,10 +222,12 @@ func TestValidateInstance(t *testing.T) {
 			wantCode: http.StatusUnprocessableEntity,
 			wantErr:  invalid + `spec.resources.accelerators: Invalid value: 9: instancetype "fresh" allows at most 8 cards per instance`},
 		{name: "status subresource is ignored", old: instance(typeName("nonesuch")), obj: instance(typeName("nonesuch"), cards(2)), subresource: "status"},
-		// The posted body of instances/start; the update it makes is an
-		// update of the Instance, as in "start on a held type" below.
-		{name: "instances/start as posted is ignored", obj: instance(typeName("held")), subresource: "start"},
-		{name: "instances/stop as posted is ignored", obj: instance(typeName("held"), stopped), subresource: "stop"},
+		// instances/start and instances/stop: the registry passes the new
+		// Instance as the object and the stored one in the context.
+		{name: "instances/start is checked as the start it is", stored: instance(typeName("held"), stopped), obj: instance(typeName("held")), subresource: "start",
+			wantCode: http.StatusForbidden,
+			wantErr:  forbidden + `instancetype "held" is on Hold and takes no new starts; running Instances are unaffected, try again when a cluster admin reopens it or choose another type`},
+		{name: "instances/stop starts nothing", stored: instance(typeName("held")), obj: instance(typeName("held"), stopped), subresource: "stop"},
 		{name: "an unchanged request of an Instance whose type is gone is not checked",
 			old: instance(typeName("nonesuch")), obj: instance(typeName("nonesuch"), image("other"))},
 
@@ -417,7 +422,11 @@ func run(t *testing.T, cases []testCase) {
 				resourceName = "budgets"
 			}
 			before := tc.obj.DeepCopyObject()
-			err := p.Validate(context.Background(), attributes(tc.obj, tc.old, resourceName, tc.subresource), nil)
+			ctx := context.Background()
+			if tc.stored != nil {
+				ctx = instancechange.WithStored(ctx, tc.stored)
+			}
+			err := p.Validate(ctx, attributes(tc.obj, tc.old, resourceName, tc.subresource), nil)
 			if tc.wantErr == "" {
 				if err != nil {
 					t.Fatalf("refused: %v", err)

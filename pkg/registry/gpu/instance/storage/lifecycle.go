@@ -7,13 +7,10 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apiserver/pkg/admission"
-	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
 	"k8s.io/apiserver/pkg/registry/rest"
-	"k8s.io/apiserver/pkg/util/dryrun"
 
+	"kiln.dev/kiln/pkg/admission/instancechange"
 	"kiln.dev/kiln/pkg/apis/gpu"
-	"kiln.dev/kiln/pkg/apis/gpu/v1alpha1"
 )
 
 // LifecycleREST serves instances/start and instances/stop. A POST, whose
@@ -21,19 +18,19 @@ import (
 // the updated Instance, as any create does. Being subresources, they are
 // granted apart from "update instances": verb create on instances/start.
 //
-// The write goes through admission as an update of the Instance itself
-// (resource instances, no subresource), old and new as stored, so that a
-// start is sized, checked against its type and charged as
-// `kubectl patch --type=merge -p '{"spec":{"stopped":false}}'` would be,
-// by the requesting user. The handler's own chain, a CREATE of
-// instances/start on the posted body, runs too but sees no Instance worth
-// admitting: Kiln's plugins skip subresources. Managed fields are not
-// updated: there is no field manager of the main resource here.
+// The handler's chain admits the POST as a CREATE of the subresource, and
+// Kiln's plugins read it through instancechange as the update it is: the
+// mutating phase fills the body with the stored Instance as the request
+// changes it, and the validating phase runs here, inside the update, with
+// the stored Instance beside the new one. So a start is sized, checked
+// against its type and charged as `kubectl patch --type=merge -p
+// '{"spec":{"stopped":false}}'` would be, by the requesting user. Managed
+// fields are not updated: there is no field manager of the main resource
+// here.
 type LifecycleREST struct {
-	store   rest.Updater
-	stopped bool
-	admit   admission.Interface
-	objects admission.ObjectInterfaces
+	store rest.Updater
+	// subresource is "start" or "stop".
+	subresource string
 }
 
 var _ rest.NamedCreater = &LifecycleREST{}
@@ -47,71 +44,50 @@ func (r *LifecycleREST) Destroy() {}
 // Create sets spec.stopped of the Instance name. Already so, it stores
 // nothing and returns the Instance unchanged.
 func (r *LifecycleREST) Create(ctx context.Context, name string, obj runtime.Object, createValidation rest.ValidateObjectFunc, options *metav1.CreateOptions) (runtime.Object, error) {
-	if createValidation != nil {
-		if err := createValidation(ctx, obj); err != nil {
-			return nil, err
+	body, ok := obj.(*gpu.Instance)
+	if !ok {
+		return nil, apierrors.NewBadRequest(fmt.Sprintf("instances/%s: unexpected object %T", r.subresource, obj))
+	}
+	validate := func(ctx context.Context, obj, old runtime.Object) error {
+		if createValidation == nil {
+			return nil
 		}
+		return createValidation(instancechange.WithStored(ctx, old.(*gpu.Instance)), obj)
 	}
 	updateOptions := &metav1.UpdateOptions{DryRun: options.DryRun, FieldManager: options.FieldManager}
-	static := r.attributes(ctx, name, updateOptions)
-	// Audited as the request's, like the handlers' own chain.
-	admit := admission.WithAudit(r.admit)
-	out, _, err := r.store.Update(ctx, name,
-		setStopped{stopped: r.stopped, admit: r.mutate(admit, static)},
+	out, _, err := r.store.Update(ctx, name, lifecycleUpdate{subresource: r.subresource, body: body},
 		// Never called: Instances are not created by an update.
-		nil,
-		rest.AdmissionToValidateObjectUpdateFunc(admit, static, r.objects),
-		false, updateOptions)
+		nil, validate, false, updateOptions)
 	return out, err
 }
 
-// attributes describe the write as an update of the Instance; the objects
-// are added once read.
-func (r *LifecycleREST) attributes(ctx context.Context, name string, options *metav1.UpdateOptions) admission.Attributes {
-	gv := v1alpha1.SchemeGroupVersion
-	if info, ok := genericapirequest.RequestInfoFrom(ctx); ok && info.APIVersion != "" {
-		gv.Version = info.APIVersion
-	}
-	user, _ := genericapirequest.UserFrom(ctx)
-	return admission.NewAttributesRecord(nil, nil, gv.WithKind("Instance"), genericapirequest.NamespaceValue(ctx), name,
-		gv.WithResource("instances"), "", admission.Update, options, dryrun.IsDryRun(options.DryRun), user)
+// lifecycleUpdate is the update: the body as admission filled and mutated
+// it, or, when no plugin did, the stored Instance with spec.stopped set.
+type lifecycleUpdate struct {
+	subresource string
+	body        *gpu.Instance
 }
 
-// mutate runs the mutating chain on the new Instance, as the update
-// handler does before the strategy.
-func (r *LifecycleREST) mutate(admit admission.Interface, static admission.Attributes) func(context.Context, *gpu.Instance, *gpu.Instance) error {
-	m, ok := admit.(admission.MutationInterface)
-	if !ok || !m.Handles(admission.Update) {
-		return func(context.Context, *gpu.Instance, *gpu.Instance) error { return nil }
-	}
-	return func(ctx context.Context, obj, old *gpu.Instance) error {
-		return m.Admit(ctx, admission.NewAttributesRecord(obj, old, static.GetKind(), static.GetNamespace(), static.GetName(),
-			static.GetResource(), "", admission.Update, static.GetOperationOptions(), static.IsDryRun(), static.GetUserInfo()), r.objects)
-	}
-}
+func (u lifecycleUpdate) Preconditions() *metav1.Preconditions { return nil }
 
-// setStopped is the update: the stored Instance with spec.stopped set,
-// mutated by admission.
-type setStopped struct {
-	stopped bool
-	admit   func(ctx context.Context, obj, old *gpu.Instance) error
-}
-
-func (s setStopped) Preconditions() *metav1.Preconditions { return nil }
-
-func (s setStopped) UpdatedObject(ctx context.Context, oldObj runtime.Object) (runtime.Object, error) {
+func (u lifecycleUpdate) UpdatedObject(_ context.Context, oldObj runtime.Object) (runtime.Object, error) {
 	old, ok := oldObj.(*gpu.Instance)
 	if !ok {
 		return nil, fmt.Errorf("unexpected object %T", oldObj)
 	}
-	if !s.stopped && old.Spec.Stopped && old.DeletionTimestamp != nil {
+	desired := instancechange.Lifecycle(old, u.subresource)
+	if !desired.Spec.Stopped && old.Spec.Stopped && old.DeletionTimestamp != nil {
 		return nil, apierrors.NewConflict(gpu.Resource("instances"), old.Name,
 			fmt.Errorf("instance %s/%s is being deleted and cannot be started", old.Namespace, old.Name))
 	}
-	inst := old.DeepCopy()
-	inst.Spec.Stopped = s.stopped
-	if err := s.admit(ctx, inst, old); err != nil {
-		return nil, err
+	// The handler wipes a posted UID: a body with one was filled by
+	// admission from the stored Instance.
+	if u.body.UID == "" {
+		return desired, nil
 	}
-	return inst, nil
+	if u.body.UID != old.UID || u.body.ResourceVersion != old.ResourceVersion {
+		return nil, apierrors.NewConflict(gpu.Resource("instances"), old.Name,
+			fmt.Errorf("instance %s/%s changed while its %s was admitted; try again", old.Namespace, old.Name, u.subresource))
+	}
+	return u.body.DeepCopy(), nil
 }

@@ -11,9 +11,9 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apiserver/pkg/admission"
 	"k8s.io/apiserver/pkg/authentication/user"
-	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
 	"k8s.io/apiserver/pkg/registry/rest"
 
+	"kiln.dev/kiln/pkg/admission/instancechange"
 	"kiln.dev/kiln/pkg/apis/gpu"
 )
 
@@ -41,88 +41,95 @@ func (s *fakeStore) Update(ctx context.Context, name string, objInfo rest.Update
 	return obj, false, nil
 }
 
-// recorder is an admission chain that notes what it is asked, marks what
-// it mutates, and refuses when told to.
-type recorder struct {
-	calls  []string
-	refuse error
+func (s *fakeStore) get(_ context.Context, _, name string) (*gpu.Instance, error) {
+	if s.stored == nil || s.stored.Name != name {
+		return nil, apierrors.NewNotFound(gpu.Resource("instances"), name)
+	}
+	return s.stored.DeepCopy(), nil
 }
 
-func (r *recorder) Handles(admission.Operation) bool { return true }
+// chain stands for the handler's admission of the POST, a CREATE of the
+// subresource: a mutating plugin and a validating one that read the
+// Instance through instancechange, note what they see, and mark or refuse.
+type chain struct {
+	get     instancechange.Getter
+	mutates bool
+	calls   []string
+	refuse  error
+}
 
-func (r *recorder) note(phase string, a admission.Attributes) {
-	stopped := func(o runtime.Object) string {
-		if i, ok := o.(*gpu.Instance); ok {
-			return fmt.Sprint(i.Spec.Stopped)
+func (c *chain) note(phase string, inst, old *gpu.Instance) {
+	stopped := func(i *gpu.Instance) string {
+		if i == nil {
+			return "-"
 		}
-		return "-"
+		return fmt.Sprint(i.Spec.Stopped)
 	}
-	r.calls = append(r.calls, fmt.Sprintf("%s %s %s %s/%s %s/%s user=%s dryRun=%v stopped=%s->%s", phase, a.GetOperation(),
-		a.GetKind().Kind, a.GetResource().Resource, a.GetSubresource(), a.GetNamespace(), a.GetName(),
-		a.GetUserInfo().GetName(), a.IsDryRun(), stopped(a.GetOldObject()), stopped(a.GetObject())))
+	c.calls = append(c.calls, fmt.Sprintf("%s stopped=%s->%s", phase, stopped(old), stopped(inst)))
 }
 
-func (r *recorder) Admit(_ context.Context, a admission.Attributes, _ admission.ObjectInterfaces) error {
-	r.note("admit", a)
-	if i, ok := a.GetObject().(*gpu.Instance); ok {
-		i.Annotations = map[string]string{"mutated": "yes"}
+func (c *chain) admit(ctx context.Context, a admission.Attributes) error {
+	inst, old, err := instancechange.Of(ctx, a, c.get)
+	if err != nil {
+		return err
 	}
+	c.note("admit", inst, old)
+	inst.Annotations = map[string]string{"mutated": "yes"}
 	return nil
 }
 
-func (r *recorder) Validate(_ context.Context, a admission.Attributes, _ admission.ObjectInterfaces) error {
-	r.note("validate", a)
-	if i, ok := a.GetObject().(*gpu.Instance); ok && i.Annotations["mutated"] != "yes" {
-		return fmt.Errorf("validated before mutation")
+func (c *chain) validate(ctx context.Context, a admission.Attributes) error {
+	inst, old, err := instancechange.Of(ctx, a, nil)
+	if err != nil {
+		return err
 	}
-	return r.refuse
+	c.note("validate", inst, old)
+	if c.mutates && inst.Annotations["mutated"] != "yes" {
+		return fmt.Errorf("validated what was not mutated")
+	}
+	return c.refuse
 }
 
 func TestLifecycleCreate(t *testing.T) {
-	const (
-		stopAdmit     = "admit UPDATE Instance instances/ team-a/train user=tenant-a dryRun=false stopped=false->true"
-		stopValidate  = "validate UPDATE Instance instances/ team-a/train user=tenant-a dryRun=false stopped=false->true"
-		startAdmit    = "admit UPDATE Instance instances/ team-a/train user=tenant-a dryRun=false stopped=true->false"
-		startValidate = "validate UPDATE Instance instances/ team-a/train user=tenant-a dryRun=false stopped=true->false"
-	)
-	running := &gpu.Instance{ObjectMeta: metav1.ObjectMeta{Name: "train", Namespace: "team-a", ResourceVersion: "7"}, Spec: gpu.InstanceSpec{Type: "h100"}}
+	running := &gpu.Instance{ObjectMeta: metav1.ObjectMeta{Name: "train", Namespace: "team-a", UID: "uid-1", ResourceVersion: "7"}, Spec: gpu.InstanceSpec{Type: "h100"}}
 	stopped := running.DeepCopy()
 	stopped.Spec.Stopped = true
 	deleting := stopped.DeepCopy()
 	deleting.DeletionTimestamp = &metav1.Time{}
 
 	cases := []struct {
-		name         string
-		stored       *gpu.Instance
-		stop         bool
-		dryRun       bool
-		refuseCreate error // from the handler's own chain, on the posted body
-		refuse       error // from the chain on the update
-		wantCalls    []string
-		wantStopped  bool // stored afterwards
-		wantErr      string
+		name        string
+		stored      *gpu.Instance
+		stop        bool
+		dryRun      bool
+		mutating    bool // a mutating plugin reads the Instance (Kiln's sizing does)
+		between     func(*gpu.Instance) // a write between admission and storage
+		refuse      error
+		wantCalls   []string
+		wantStopped bool // stored afterwards
+		wantErr     string
 	}{
-		{name: "stop", stored: running, stop: true,
-			wantCalls: []string{stopAdmit, stopValidate}, wantStopped: true},
-		{name: "start", stored: stopped,
-			wantCalls: []string{startAdmit, startValidate}},
-		{name: "stop of a stopped Instance is admitted as a no-op update", stored: stopped, stop: true,
-			wantCalls:   []string{"admit UPDATE Instance instances/ team-a/train user=tenant-a dryRun=false stopped=true->true", "validate UPDATE Instance instances/ team-a/train user=tenant-a dryRun=false stopped=true->true"},
-			wantStopped: true},
-		{name: "a refusal stores nothing", stored: stopped, refuse: admission.NewForbidden(
-			admission.NewAttributesRecord(nil, nil, gpu.Kind("Instance").WithVersion("v1alpha1"), "team-a", "train", gpu.Resource("instances").WithVersion("v1alpha1"), "", admission.Update, nil, false, nil),
-			fmt.Errorf("exceeds budget")),
-			wantCalls: []string{startAdmit, startValidate}, wantStopped: true,
-			wantErr: `instances.gpu.kiln.dev "train" is forbidden: exceeds budget`},
-		{name: "the handler's chain refuses first", stored: stopped, refuseCreate: fmt.Errorf("denied by a policy on instances/start"),
-			wantStopped: true, wantErr: "denied by a policy on instances/start"},
-		{name: "dry run", stored: stopped, dryRun: true, wantStopped: true,
-			wantCalls: []string{
-				"admit UPDATE Instance instances/ team-a/train user=tenant-a dryRun=true stopped=true->false",
-				"validate UPDATE Instance instances/ team-a/train user=tenant-a dryRun=true stopped=true->false"}},
-		{name: "an Instance being deleted is not started", stored: deleting, wantStopped: true,
-			wantErr: `Operation cannot be fulfilled on instances.gpu.kiln.dev "train": instance team-a/train is being deleted and cannot be started`},
-		{name: "missing", stop: true, wantErr: `instances.gpu.kiln.dev "train" not found`},
+		{name: "stop", stored: running, stop: true, mutating: true,
+			wantCalls: []string{"admit stopped=false->true", "validate stopped=false->true"}, wantStopped: true},
+		{name: "start", stored: stopped, mutating: true,
+			wantCalls: []string{"admit stopped=true->false", "validate stopped=true->false"}},
+		{name: "stop of a stopped Instance is admitted as a no-op update", stored: stopped, stop: true, mutating: true,
+			wantCalls: []string{"admit stopped=true->true", "validate stopped=true->true"}, wantStopped: true},
+		{name: "a refusal stores nothing", stored: stopped, mutating: true, refuse: fmt.Errorf("exceeds budget"),
+			wantCalls: []string{"admit stopped=true->false", "validate stopped=true->false"}, wantStopped: true,
+			wantErr: "exceeds budget"},
+		{name: "dry run", stored: stopped, dryRun: true, mutating: true, wantStopped: true,
+			wantCalls: []string{"admit stopped=true->false", "validate stopped=true->false"}},
+		{name: "an Instance being deleted is not started", stored: deleting, mutating: true, wantStopped: true,
+			wantCalls: []string{"admit stopped=true->false"},
+			wantErr:   `Operation cannot be fulfilled on instances.gpu.kiln.dev "train": instance team-a/train is being deleted and cannot be started`},
+		{name: "an Instance changed after admission read it is a conflict", stored: stopped, mutating: true,
+			between:   func(i *gpu.Instance) { i.ResourceVersion = "8"; i.Spec.Image = "other:1" },
+			wantCalls: []string{"admit stopped=true->false"}, wantStopped: true,
+			wantErr: `Operation cannot be fulfilled on instances.gpu.kiln.dev "train": instance team-a/train changed while its start was admitted; try again`},
+		{name: "missing", stop: true, mutating: true, wantErr: `instances.gpu.kiln.dev "train" not found`},
+		{name: "without a mutating plugin the stored Instance is flipped", stored: running, stop: true,
+			wantCalls: []string{"validate stopped=false->true"}, wantStopped: true},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -130,21 +137,36 @@ func TestLifecycleCreate(t *testing.T) {
 			if tc.stored != nil {
 				store.stored = tc.stored.DeepCopy()
 			}
-			chain := &recorder{refuse: tc.refuse}
-			r := &LifecycleREST{store: store, stopped: tc.stop, admit: chain, objects: admission.NewObjectInterfacesFromScheme(runtime.NewScheme())}
-			ctx := genericapirequest.WithNamespace(context.Background(), "team-a")
-			ctx = genericapirequest.WithUser(ctx, &user.DefaultInfo{Name: "tenant-a"})
-			ctx = genericapirequest.WithRequestInfo(ctx, &genericapirequest.RequestInfo{APIVersion: "v1alpha1", Resource: "instances", Subresource: "start"})
-			posted := &gpu.Instance{}
-			createValidation := func(_ context.Context, obj runtime.Object) error {
-				if obj != posted {
-					t.Errorf("the handler's chain got %v, want the posted body", obj)
-				}
-				return tc.refuseCreate
+			sub := "start"
+			if tc.stop {
+				sub = "stop"
 			}
+			r := &LifecycleREST{store: store, subresource: sub}
+			c := &chain{get: store.get, mutates: tc.mutating, refuse: tc.refuse}
 			opts := &metav1.CreateOptions{}
 			if tc.dryRun {
 				opts.DryRun = []string{metav1.DryRunAll}
+			}
+			// What the create handler does: admit the posted body as a
+			// CREATE of the subresource, then hand validation to Create.
+			posted := &gpu.Instance{}
+			attrs := admission.NewAttributesRecord(posted, nil, gpu.Kind("Instance").WithVersion("v1alpha1"), "team-a", "train",
+				gpu.Resource("instances").WithVersion("v1alpha1"), sub, admission.Create, opts, tc.dryRun, &user.DefaultInfo{Name: "tenant-a"})
+			ctx := context.Background()
+			if tc.mutating {
+				if err := c.admit(ctx, attrs); err != nil {
+					if tc.wantErr == "" || err.Error() != tc.wantErr {
+						t.Fatalf("admit: %v", err)
+					}
+					return
+				}
+			}
+			if tc.between != nil {
+				tc.between(store.stored)
+			}
+			createValidation := func(ctx context.Context, obj runtime.Object) error {
+				return c.validate(ctx, admission.NewAttributesRecord(obj, nil, attrs.GetKind(), "team-a", "train",
+					attrs.GetResource(), sub, admission.Create, opts, tc.dryRun, attrs.GetUserInfo()))
 			}
 
 			out, err := r.Create(ctx, "train", posted, createValidation, opts)
@@ -154,11 +176,11 @@ func TestLifecycleCreate(t *testing.T) {
 				}
 			} else if err != nil {
 				t.Fatalf("unexpected error: %v", err)
-			} else if got := out.(*gpu.Instance); got.Spec.Stopped != tc.stop || got.Annotations["mutated"] != "yes" {
-				t.Errorf("answered stopped %v, annotations %v; want %v, mutated", got.Spec.Stopped, got.Annotations, tc.stop)
+			} else if got := out.(*gpu.Instance); got.Spec.Stopped != tc.stop || (got.Annotations["mutated"] == "yes") != tc.mutating {
+				t.Errorf("answered stopped %v, annotations %v; want %v, mutated %v", got.Spec.Stopped, got.Annotations, tc.stop, tc.mutating)
 			}
-			if !slices.Equal(chain.calls, tc.wantCalls) {
-				t.Errorf("admission calls:\n got %q\nwant %q", chain.calls, tc.wantCalls)
+			if !slices.Equal(c.calls, tc.wantCalls) {
+				t.Errorf("admission calls:\n got %q\nwant %q", c.calls, tc.wantCalls)
 			}
 			if store.stored != nil && store.stored.Spec.Stopped != tc.wantStopped {
 				t.Errorf("stored stopped %v, want %v", store.stored.Spec.Stopped, tc.wantStopped)
@@ -167,12 +189,33 @@ func TestLifecycleCreate(t *testing.T) {
 	}
 }
 
-// TestLifecycleWithoutAdmission: a server with no chain still flips.
-func TestLifecycleWithoutAdmission(t *testing.T) {
-	store := &fakeStore{stored: &gpu.Instance{ObjectMeta: metav1.ObjectMeta{Name: "train", Namespace: "team-a"}}}
-	r := &LifecycleREST{store: store, stopped: true, objects: admission.NewObjectInterfacesFromScheme(runtime.NewScheme())}
-	ctx := genericapirequest.WithNamespace(context.Background(), "team-a")
-	if _, err := r.Create(ctx, "train", &gpu.Instance{}, nil, &metav1.CreateOptions{}); err != nil || !store.stored.Spec.Stopped {
-		t.Errorf("stop without admission: %v, stopped %v", err, store.stored.Spec.Stopped)
+// TestLifecycleIgnoresTheBody: what a tenant posts never reaches storage,
+// with or without a plugin filling the body: only spec.stopped changes.
+func TestLifecycleIgnoresTheBody(t *testing.T) {
+	for _, mutating := range []bool{false, true} {
+		t.Run(fmt.Sprintf("mutating plugin %v", mutating), func(t *testing.T) {
+			stored := &gpu.Instance{ObjectMeta: metav1.ObjectMeta{Name: "train", Namespace: "team-a", UID: "uid-1", ResourceVersion: "7"},
+				Spec: gpu.InstanceSpec{Type: "h100", Stopped: true, Image: "mine:1"}}
+			store := &fakeStore{stored: stored.DeepCopy()}
+			// The handler wipes the UID of a posted body; the rest stays.
+			posted := &gpu.Instance{ObjectMeta: metav1.ObjectMeta{ResourceVersion: "7", Labels: map[string]string{"forged": "yes"}},
+				Spec: gpu.InstanceSpec{Type: "h100", Image: "evil:1", Privileged: true}}
+			r := &LifecycleREST{store: store, subresource: "start"}
+			if mutating {
+				attrs := admission.NewAttributesRecord(posted, nil, gpu.Kind("Instance").WithVersion("v1alpha1"), "team-a", "train",
+					gpu.Resource("instances").WithVersion("v1alpha1"), "start", admission.Create, &metav1.CreateOptions{}, false, nil)
+				if _, _, err := instancechange.Of(context.Background(), attrs, store.get); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if _, err := r.Create(context.Background(), "train", posted, nil, &metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			want := stored.DeepCopy()
+			want.Spec.Stopped = false
+			if got := store.stored; got.Spec.Image != "mine:1" || got.Spec.Privileged || got.Labels != nil || got.Spec.Stopped {
+				t.Errorf("stored %+v %+v, want only spec.stopped changed: %+v", got.ObjectMeta, got.Spec, want.Spec)
+			}
+		})
 	}
 }

@@ -3,7 +3,6 @@ package storage
 
 import (
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apiserver/pkg/admission"
 	"k8s.io/apiserver/pkg/registry/generic"
 	genericregistry "k8s.io/apiserver/pkg/registry/generic/registry"
 	"k8s.io/apiserver/pkg/registry/rest"
@@ -30,11 +29,6 @@ type InstanceStorage struct {
 
 // Options are what the subresources need beyond etcd.
 type Options struct {
-	// Admission is the server's chain, which start and stop run their
-	// update of the Instance through; nil admits everything.
-	Admission admission.Interface
-	// ObjectInterfaces are what that chain converts and defaults with.
-	ObjectInterfaces admission.ObjectInterfaces
 	// Pods reads the Instances' Pods and logs from the cluster; nil in
 	// standalone mode.
 	Pods corev1client.PodsGetter
@@ -62,16 +56,11 @@ func NewStorage(scheme *runtime.Scheme, optsGetter generic.RESTOptionsGetter, op
 	if err := store.CompleteWithOptions(options); err != nil {
 		return InstanceStorage{}, err
 	}
-
-	objects := opts.ObjectInterfaces
-	if objects == nil {
-		objects = admission.NewObjectInterfacesFromScheme(scheme)
-	}
 	return InstanceStorage{
 		Instance: &REST{store},
 		Status:   status.NewREST(store, instance.NewStatusStrategy(strategy)),
-		Start:    &LifecycleREST{store: store, stopped: false, admit: opts.Admission, objects: objects},
-		Stop:     &LifecycleREST{store: store, stopped: true, admit: opts.Admission, objects: objects},
+		Start:    &LifecycleREST{store: store, subresource: "start"},
+		Stop:     &LifecycleREST{store: store, subresource: "stop"},
 		Log:      &LogREST{instances: store, pods: opts.Pods},
 	}, nil
 }
