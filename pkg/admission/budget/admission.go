@@ -27,8 +27,8 @@ import (
 	"k8s.io/klog/v2"
 
 	"kiln.dev/kiln/pkg/admission/accounting"
-	"kiln.dev/kiln/pkg/admission/instancechange"
 	kilninit "kiln.dev/kiln/pkg/admission/initializer"
+	"kiln.dev/kiln/pkg/admission/instancechange"
 	"kiln.dev/kiln/pkg/apis/gpu"
 	"kiln.dev/kiln/pkg/apis/gpu/v1alpha1"
 	"kiln.dev/kiln/pkg/generated/clientset/versioned"

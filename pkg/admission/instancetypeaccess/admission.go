@@ -22,8 +22,8 @@ import (
 	corelisters "k8s.io/client-go/listers/core/v1"
 
 	"kiln.dev/kiln/pkg/admission/accounting"
-	"kiln.dev/kiln/pkg/admission/instancechange"
 	kilninit "kiln.dev/kiln/pkg/admission/initializer"
+	"kiln.dev/kiln/pkg/admission/instancechange"
 	"kiln.dev/kiln/pkg/apis/gpu"
 	"kiln.dev/kiln/pkg/apis/gpu/v1alpha1"
 	"kiln.dev/kiln/pkg/generated/clientset/versioned"

@@ -199,9 +199,9 @@ type testCase struct {
 	obj         runtime.Object
 	subresource string
 	// stored is the Instance a start or stop replaces.
-	stored *gpu.Instance
-	wantCode    int32 // 0: admitted
-	wantErr     string
+	stored   *gpu.Instance
+	wantCode int32 // 0: admitted
+	wantErr  string
 }
 
 func TestValidateInstance(t *testing.T) {

@@ -102,7 +102,7 @@ func TestLifecycleCreate(t *testing.T) {
 		stored      *gpu.Instance
 		stop        bool
 		dryRun      bool
-		mutating    bool // a mutating plugin reads the Instance (Kiln's sizing does)
+		mutating    bool                // a mutating plugin reads the Instance (Kiln's sizing does)
 		between     func(*gpu.Instance) // a write between admission and storage
 		refuse      error
 		wantCalls   []string
