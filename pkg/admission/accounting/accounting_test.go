@@ -6,12 +6,11 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	"kiln.dev/kiln/pkg/apis/gpu"
 	"kiln.dev/kiln/pkg/apis/gpu/v1alpha1"
 )
-
-func ptrTo[T any](v T) *T { return &v }
 
 // h100 has 80Gi cards and MIG profiles named in decimal gigabytes, as NVIDIA
 // names them, so a 10GB partition is not a whole number of milli-cards.
@@ -42,11 +41,11 @@ func TestShareOf(t *testing.T) {
 		wantMemory string
 		wantErr    string
 	}{
-		{name: "one card", req: Request{Type: "h100", Cards: ptrTo(int32(1))}, t: h100(),
+		{name: "one card", req: Request{Type: "h100", Cards: ptr.To(int32(1))}, t: h100(),
 			wantMilli: 1000, wantMemory: "80Gi"},
-		{name: "four cards", req: Request{Type: "h100", Cards: ptrTo(int32(4))}, t: h100(),
+		{name: "four cards", req: Request{Type: "h100", Cards: ptr.To(int32(4))}, t: h100(),
 			wantMilli: 4000, wantMemory: "320Gi"},
-		{name: "zero cards", req: Request{Type: "h100", Cards: ptrTo(int32(0))}, t: h100(),
+		{name: "zero cards", req: Request{Type: "h100", Cards: ptr.To(int32(0))}, t: h100(),
 			wantMilli: 0, wantMemory: "0"},
 		{name: "25% slice", req: Request{Type: "h100", SlicePercent: 25}, t: h100(),
 			wantMilli: 250, wantMemory: "20Gi"},
@@ -62,13 +61,13 @@ func TestShareOf(t *testing.T) {
 			wantMilli: 117, wantMemory: "10G"},
 		{name: "unknown partition profile", req: Request{Type: "h100", Partition: "2g.20gb"}, t: h100(),
 			wantErr: `instancetype "h100" has no partition profile "2g.20gb"`},
-		{name: "partition wins over cards", req: Request{Type: "h100", Cards: ptrTo(int32(2)), Partition: "3g.40gb"}, t: h100(),
+		{name: "partition wins over cards", req: Request{Type: "h100", Cards: ptr.To(int32(2)), Partition: "3g.40gb"}, t: h100(),
 			wantMilli: 500, wantMemory: "40Gi"},
 		{name: "GPU type, nothing asked", req: Request{Type: "h100"}, t: h100(),
 			wantMilli: 0, wantMemory: "0"},
 		{name: "CPU-only type holds nothing", req: Request{Type: "cpu"}, t: cpuOnly(),
 			wantMilli: 0, wantMemory: "0"},
-		{name: "CPU-only type ignores a card request", req: Request{Type: "cpu", Cards: ptrTo(int32(2))}, t: cpuOnly(),
+		{name: "CPU-only type ignores a card request", req: Request{Type: "cpu", Cards: ptr.To(int32(2))}, t: cpuOnly(),
 			wantMilli: 0, wantMemory: "0"},
 		{name: "CPU-only type ignores a partition", req: Request{Type: "cpu", Partition: "1g.10gb"}, t: cpuOnly(),
 			wantMilli: 0, wantMemory: "0"},
@@ -169,11 +168,11 @@ func TestRequestEqual(t *testing.T) {
 		want bool
 	}{
 		{name: "empty", want: true},
-		{name: "same cards, distinct pointers", a: Request{Type: "h100", Cards: ptrTo(int32(2))}, b: Request{Type: "h100", Cards: ptrTo(int32(2))}, want: true},
-		{name: "different card counts", a: Request{Type: "h100", Cards: ptrTo(int32(1))}, b: Request{Type: "h100", Cards: ptrTo(int32(2))}},
-		{name: "nil cards and zero cards differ", a: Request{Type: "h100"}, b: Request{Type: "h100", Cards: ptrTo(int32(0))}},
-		{name: "zero cards and nil cards differ", a: Request{Type: "h100", Cards: ptrTo(int32(0))}, b: Request{Type: "h100"}},
-		{name: "different types", a: Request{Type: "h100", Cards: ptrTo(int32(1))}, b: Request{Type: "a100", Cards: ptrTo(int32(1))}},
+		{name: "same cards, distinct pointers", a: Request{Type: "h100", Cards: ptr.To(int32(2))}, b: Request{Type: "h100", Cards: ptr.To(int32(2))}, want: true},
+		{name: "different card counts", a: Request{Type: "h100", Cards: ptr.To(int32(1))}, b: Request{Type: "h100", Cards: ptr.To(int32(2))}},
+		{name: "nil cards and zero cards differ", a: Request{Type: "h100"}, b: Request{Type: "h100", Cards: ptr.To(int32(0))}},
+		{name: "zero cards and nil cards differ", a: Request{Type: "h100", Cards: ptr.To(int32(0))}, b: Request{Type: "h100"}},
+		{name: "different types", a: Request{Type: "h100", Cards: ptr.To(int32(1))}, b: Request{Type: "a100", Cards: ptr.To(int32(1))}},
 		{name: "same slice", a: Request{Type: "h100", SlicePercent: 25}, b: Request{Type: "h100", SlicePercent: 25}, want: true},
 		{name: "different slices", a: Request{Type: "h100", SlicePercent: 25}, b: Request{Type: "h100", SlicePercent: 50}},
 		{name: "same partition", a: Request{Type: "h100", Partition: "1g.10gb"}, b: Request{Type: "h100", Partition: "1g.10gb"}, want: true},
@@ -192,7 +191,7 @@ func TestRequestEqual(t *testing.T) {
 // and a stored (v1alpha1) spec reads the same once converted, as the
 // Budget reconciler converts it.
 func TestRequestReaders(t *testing.T) {
-	two := ptrTo(int32(2))
+	two := ptr.To(int32(2))
 	storedInstance := func(in v1alpha1.InstanceSpec) Request {
 		var out gpu.InstanceSpec
 		if err := v1alpha1.Convert_v1alpha1_InstanceSpec_To_gpu_InstanceSpec(&in, &out, nil); err != nil {

@@ -1,7 +1,8 @@
 // Package instancesizing is the InstanceSizing admission plugin: it fills
 // an Instance's cpu, memory and ephemeralStorage from its card share of the
-// InstanceType, keeps the values a user set if the type allows them, and
-// defaults port protocols and the workspace.
+// InstanceType, and keeps the values a user set if the type allows them.
+// Port protocols and the workspace are defaulted with the API's other
+// defaults (v1alpha1/defaults.go), when the request is decoded.
 package instancesizing
 
 import (
@@ -11,7 +12,7 @@ import (
 	"strconv"
 	"strings"
 
-	corev1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -33,9 +34,6 @@ const PluginName = "InstanceSizing"
 // SizedAnnotation lists the resources this plugin filled in rather than the
 // user, so a later change of the share sizes them again.
 const SizedAnnotation = "gpu.kiln.dev/sized-resources"
-
-// DefaultWorkspacePath is where the workspace is mounted unless set.
-const DefaultWorkspacePath = "/workspace"
 
 // Register registers the plugin.
 func Register(plugins *admission.Plugins) {
@@ -95,7 +93,6 @@ func (p *Plugin) Admit(ctx context.Context, a admission.Attributes, _ admission.
 	if !p.WaitForReady() {
 		return admission.NewForbidden(a, fmt.Errorf("not yet ready to handle request: InstanceTypes are still loading"))
 	}
-	defaultPortsAndWorkspace(&inst.Spec)
 	t, err := accounting.LookupType(ctx, p.types, p.client, inst.Spec.Type)
 	if err != nil || t == nil {
 		// InstanceTypeAccess refuses an Instance of a missing type.
@@ -113,23 +110,7 @@ func changesShare(old, inst *gpu.Instance) bool {
 	if old.Spec.Stopped && !inst.Spec.Stopped {
 		return true
 	}
-	o, n := old.Spec.Resources, inst.Spec.Resources
-	return !ptrEqual(o.Accelerators, n.Accelerators) || !sliceEqual(o.Slice, n.Slice) || o.Partition != n.Partition ||
-		!qtyEqual(o.CPU, n.CPU) || !qtyEqual(o.Memory, n.Memory) || !qtyEqual(o.EphemeralStorage, n.EphemeralStorage)
-}
-
-func defaultPortsAndWorkspace(spec *gpu.InstanceSpec) {
-	for i := range spec.Ports {
-		if spec.Ports[i].Protocol == "" {
-			spec.Ports[i].Protocol = corev1.ProtocolTCP
-		}
-	}
-	if spec.Workspace == nil {
-		spec.Workspace = &gpu.Workspace{}
-	}
-	if spec.Workspace.MountPath == "" {
-		spec.Workspace.MountPath = DefaultWorkspacePath
-	}
+	return !apiequality.Semantic.DeepEqual(old.Spec.Resources, inst.Spec.Resources)
 }
 
 // hostResource is one of the sized fields.
@@ -195,7 +176,7 @@ func Size(inst, old *gpu.Instance, t *v1alpha1.InstanceType) field.ErrorList {
 	for _, r := range hostResources {
 		cur := r.inst(&inst.Spec.Resources)
 		perCard := r.perCard(&t.Spec.ResourcesPerCard)
-		if *cur != nil && old != nil && sized[r.name] && qtyEqual(*cur, *r.inst(&old.Spec.Resources)) {
+		if *cur != nil && old != nil && sized[r.name] && apiequality.Semantic.DeepEqual(*cur, *r.inst(&old.Spec.Resources)) {
 			// Filled in by this plugin before and left alone since: size it
 			// again for the new share.
 			*cur = nil
@@ -275,14 +256,4 @@ func setSizedAnnotation(inst *gpu.Instance, sized map[string]bool) {
 		inst.Annotations = map[string]string{}
 	}
 	inst.Annotations[SizedAnnotation] = strings.Join(names, ",")
-}
-
-func ptrEqual(a, b *int32) bool { return (a == nil) == (b == nil) && (a == nil || *a == *b) }
-
-func sliceEqual(a, b *gpu.SliceRequest) bool {
-	return (a == nil) == (b == nil) && (a == nil || *a == *b)
-}
-
-func qtyEqual(a, b *resource.Quantity) bool {
-	return (a == nil) == (b == nil) && (a == nil || a.Cmp(*b) == 0)
 }

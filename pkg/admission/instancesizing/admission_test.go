@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"testing"
 
-	corev1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -15,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/diff"
 	"k8s.io/apiserver/pkg/admission"
 	"k8s.io/apiserver/pkg/authentication/user"
+	"k8s.io/utils/ptr"
 
 	"kiln.dev/kiln/pkg/apis/gpu"
 	"kiln.dev/kiln/pkg/apis/gpu/v1alpha1"
@@ -22,9 +22,7 @@ import (
 	informers "kiln.dev/kiln/pkg/generated/informers/externalversions"
 )
 
-func ptrTo[T any](v T) *T { return &v }
-
-func q(s string) *resource.Quantity { return ptrTo(resource.MustParse(s)) }
+func q(s string) *resource.Quantity { return ptr.To(resource.MustParse(s)) }
 
 func instanceType(name string, acc *v1alpha1.Accelerator, perCard v1alpha1.HostResources) *v1alpha1.InstanceType {
 	return &v1alpha1.InstanceType{
@@ -95,7 +93,7 @@ func instance(mutate ...func(*gpu.Instance)) *gpu.Instance {
 		Spec: gpu.InstanceSpec{
 			Type:      "h100",
 			Image:     "nvcr.io/nvidia/pytorch:24.05-py3",
-			Resources: gpu.InstanceResources{Accelerators: ptrTo(int32(1))},
+			Resources: gpu.InstanceResources{Accelerators: ptr.To(int32(1))},
 			Workspace: &gpu.Workspace{MountPath: "/workspace", Size: q("100Gi")},
 		},
 	}
@@ -106,7 +104,7 @@ func instance(mutate ...func(*gpu.Instance)) *gpu.Instance {
 }
 
 func cards(n int32) func(*gpu.Instance) {
-	return func(i *gpu.Instance) { i.Spec.Resources.Accelerators = ptrTo(n) }
+	return func(i *gpu.Instance) { i.Spec.Resources.Accelerators = ptr.To(n) }
 }
 
 // host sets cpu, memory and ephemeralStorage; "" leaves one empty.
@@ -256,33 +254,6 @@ func TestAdmit(t *testing.T) {
 		{name: "missing type: left to InstanceTypeAccess",
 			obj: instance(typeName("nonesuch"))},
 
-		// Defaults.
-		{name: "port protocol defaults to TCP",
-			obj: instance(func(i *gpu.Instance) {
-				i.Spec.Ports = []gpu.InstancePort{{Name: "jupyter", Port: 8888}, {Name: "dns", Port: 53, Protocol: corev1.ProtocolUDP}}
-			}),
-			want: instance(host("16", "128Gi", "200Gi"), sized(allSized), func(i *gpu.Instance) {
-				i.Spec.Ports = []gpu.InstancePort{{Name: "jupyter", Port: 8888, Protocol: corev1.ProtocolTCP}, {Name: "dns", Port: 53, Protocol: corev1.ProtocolUDP}}
-			})},
-		{name: "workspace defaults to an emptyDir at /workspace",
-			obj:  instance(func(i *gpu.Instance) { i.Spec.Workspace = nil }),
-			want: instance(host("16", "128Gi", "200Gi"), sized(allSized), func(i *gpu.Instance) { i.Spec.Workspace = &gpu.Workspace{MountPath: "/workspace"} })},
-		{name: "a workspace claim gets the default mount path",
-			obj:  instance(func(i *gpu.Instance) { i.Spec.Workspace = &gpu.Workspace{ClaimName: "data"} }),
-			want: instance(host("16", "128Gi", "200Gi"), sized(allSized), func(i *gpu.Instance) { i.Spec.Workspace = &gpu.Workspace{MountPath: "/workspace", ClaimName: "data"} })},
-		{name: "a workspace mount path is kept",
-			obj:  instance(func(i *gpu.Instance) { i.Spec.Workspace = &gpu.Workspace{MountPath: "/data"} }),
-			want: instance(host("16", "128Gi", "200Gi"), sized(allSized), func(i *gpu.Instance) { i.Spec.Workspace = &gpu.Workspace{MountPath: "/data"} })},
-		{name: "defaults apply even when the type is missing",
-			obj: instance(typeName("nonesuch"), func(i *gpu.Instance) {
-				i.Spec.Workspace = nil
-				i.Spec.Ports = []gpu.InstancePort{{Name: "ssh", Port: 22}}
-			}),
-			want: instance(typeName("nonesuch"), func(i *gpu.Instance) {
-				i.Spec.Workspace = &gpu.Workspace{MountPath: "/workspace"}
-				i.Spec.Ports = []gpu.InstancePort{{Name: "ssh", Port: 22, Protocol: corev1.ProtocolTCP}}
-			})},
-
 		// Updates.
 		{name: "more cards: sized fields follow the share",
 			old:  instance(host("16", "128Gi", "200Gi"), sized(allSized)),
@@ -376,7 +347,7 @@ func TestAdmit(t *testing.T) {
 
 func TestAdmitOtherObjects(t *testing.T) {
 	p := newPlugin(t)
-	claim := &gpu.Claim{ObjectMeta: metav1.ObjectMeta{Name: "train", Namespace: "team-a"}, Spec: gpu.ClaimSpec{Type: "h100", Accelerators: ptrTo(int32(1))}}
+	claim := &gpu.Claim{ObjectMeta: metav1.ObjectMeta{Name: "train", Namespace: "team-a"}, Spec: gpu.ClaimSpec{Type: "h100", Accelerators: ptr.To(int32(1))}}
 
 	if err := p.Admit(context.Background(), attributes(claim.DeepCopy(), nil, "claims", ""), nil); err != nil {
 		t.Errorf("a Claim: %v", err)

@@ -16,6 +16,7 @@ import (
 	"k8s.io/apiserver/pkg/authentication/user"
 	kubeinformers "k8s.io/client-go/informers"
 	kubefake "k8s.io/client-go/kubernetes/fake"
+	"k8s.io/utils/ptr"
 
 	"kiln.dev/kiln/pkg/admission/instancechange"
 	"kiln.dev/kiln/pkg/apis/gpu"
@@ -23,8 +24,6 @@ import (
 	"kiln.dev/kiln/pkg/generated/clientset/versioned/fake"
 	informers "kiln.dev/kiln/pkg/generated/informers/externalversions"
 )
-
-func ptrTo[T any](v T) *T { return &v }
 
 func instanceType(name string, mutate func(*v1alpha1.InstanceTypeSpec)) *v1alpha1.InstanceType {
 	t := &v1alpha1.InstanceType{
@@ -142,7 +141,7 @@ func instance(mutate ...func(*gpu.Instance)) *gpu.Instance {
 		Spec: gpu.InstanceSpec{
 			Type:      "h100",
 			Image:     "nvcr.io/nvidia/pytorch:24.05-py3",
-			Resources: gpu.InstanceResources{Accelerators: ptrTo(int32(1))},
+			Resources: gpu.InstanceResources{Accelerators: ptr.To(int32(1))},
 		},
 	}
 	for _, m := range mutate {
@@ -156,7 +155,7 @@ func typeName(name string) func(*gpu.Instance) {
 }
 
 func cards(n int32) func(*gpu.Instance) {
-	return func(i *gpu.Instance) { i.Spec.Resources.Accelerators = ptrTo(n) }
+	return func(i *gpu.Instance) { i.Spec.Resources.Accelerators = ptr.To(n) }
 }
 
 func noAccelerators(i *gpu.Instance) { i.Spec.Resources.Accelerators = nil }
@@ -342,7 +341,7 @@ func TestValidateInstance(t *testing.T) {
 func claim(mutate func(*gpu.Claim)) *gpu.Claim {
 	c := &gpu.Claim{
 		ObjectMeta: metav1.ObjectMeta{Name: "hold-two", Namespace: "team-a"},
-		Spec:       gpu.ClaimSpec{Type: "h100", Accelerators: ptrTo(int32(2))},
+		Spec:       gpu.ClaimSpec{Type: "h100", Accelerators: ptr.To(int32(2))},
 	}
 	if mutate != nil {
 		mutate(c)
@@ -373,7 +372,7 @@ func TestValidateClaim(t *testing.T) {
 			wantCode: http.StatusForbidden,
 			wantErr:  forbidden + `instancetype "gold" is not offered to namespace "team-a" (its namespaceSelector is kiln.dev/tier=gold); ask a cluster admin, or choose another type`},
 		{name: "cluster: namespace selected", cluster: true, obj: claim(claimType("gold"))},
-		{name: "cards above maxPerInstance", obj: claim(func(c *gpu.Claim) { c.Spec.Type, c.Spec.Accelerators = "whole", ptrTo(int32(3)) }),
+		{name: "cards above maxPerInstance", obj: claim(func(c *gpu.Claim) { c.Spec.Type, c.Spec.Accelerators = "whole", ptr.To(int32(3)) }),
 			wantCode: http.StatusUnprocessableEntity,
 			wantErr:  invalid + `spec.accelerators: Invalid value: 3: instancetype "whole" allows at most 2 cards per claim`},
 		{name: "whole cards on a type without exclusive", obj: claim(claimType("sliced")),

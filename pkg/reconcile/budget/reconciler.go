@@ -202,7 +202,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, ns string) (time.Duration, e
 				requeueAfter = left
 			}
 		}
-		if equalLists(used, b.Status.Used) && len(kept) == len(b.Status.Pending) {
+		if apiequality.Semantic.DeepEqual(used, b.Status.Used) && len(kept) == len(b.Status.Pending) {
 			continue
 		}
 		updated := b.DeepCopy()
@@ -319,17 +319,4 @@ func internalList(l v1alpha1.BudgetResourceList) gpu.BudgetResourceList {
 		out[gpu.BudgetResourceName(k)] = q
 	}
 	return out
-}
-
-func equalLists(a, b v1alpha1.BudgetResourceList) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, q := range a {
-		o, ok := b[k]
-		if !ok || q.Cmp(o) != 0 {
-			return false
-		}
-	}
-	return true
 }

@@ -58,13 +58,16 @@ func RenderPod(inst *v1alpha1.Instance, t *v1alpha1.InstanceType, node *corev1.N
 		Resources:       res,
 	}
 	for _, p := range inst.Spec.Ports {
+		v1alpha1.SetDefaults_InstancePort(&p)
 		main.Ports = append(main.Ports, corev1.ContainerPort{Name: p.Name, ContainerPort: p.Port, Protocol: p.Protocol})
 	}
 	if inst.Spec.Privileged {
 		main.SecurityContext = &corev1.SecurityContext{Privileged: ptr.To(true)}
 	}
 	var volumes []corev1.Volume
-	if ws := inst.Spec.Workspace; ws != nil {
+	ws := inst.Spec.Workspace.DeepCopy()
+	if ws != nil {
+		v1alpha1.SetDefaults_Workspace(ws)
 		v := corev1.Volume{Name: workspaceVolume}
 		if ws.ClaimName != "" {
 			v.PersistentVolumeClaim = &corev1.PersistentVolumeClaimVolumeSource{ClaimName: ws.ClaimName}
@@ -95,8 +98,8 @@ func RenderPod(inst *v1alpha1.Instance, t *v1alpha1.InstanceType, node *corev1.N
 			VolumeMounts: []corev1.VolumeMount{{Name: sshKeysVolume, MountPath: sshKeysMountPath, ReadOnly: true}},
 		}
 		// The sidecar sees the workspace too: that is what users copy to.
-		if inst.Spec.Workspace != nil {
-			ssh.VolumeMounts = append(ssh.VolumeMounts, corev1.VolumeMount{Name: workspaceVolume, MountPath: inst.Spec.Workspace.MountPath})
+		if ws != nil {
+			ssh.VolumeMounts = append(ssh.VolumeMounts, corev1.VolumeMount{Name: workspaceVolume, MountPath: ws.MountPath})
 		}
 		containers = append(containers, ssh)
 	}
@@ -254,16 +257,13 @@ func RenderService(inst *v1alpha1.Instance, existing *corev1.Service) *corev1.Se
 		},
 	}
 	for _, p := range inst.Spec.Ports {
-		protocol := p.Protocol
-		if protocol == "" {
-			protocol = corev1.ProtocolTCP
-		}
+		v1alpha1.SetDefaults_InstancePort(&p)
 		svc.Spec.Ports = append(svc.Spec.Ports, corev1.ServicePort{
 			Name:       p.Name,
 			Port:       p.Port,
 			TargetPort: intstr.FromInt32(p.Port),
-			Protocol:   protocol,
-			NodePort:   kept[key{p.Name, p.Port, protocol}],
+			Protocol:   p.Protocol,
+			NodePort:   kept[key{p.Name, p.Port, p.Protocol}],
 		})
 	}
 	return svc

@@ -60,10 +60,8 @@ func computeStatus(o observed) v1alpha1.InstanceStatus {
 		Allocations:        inst.Status.Allocations,
 	}
 	for _, p := range inst.Spec.Ports {
+		v1alpha1.SetDefaults_InstancePort(&p)
 		ps := v1alpha1.InstancePortStatus{Name: p.Name, Port: p.Port, Protocol: p.Protocol}
-		if ps.Protocol == "" {
-			ps.Protocol = corev1.ProtocolTCP
-		}
 		if o.svc != nil {
 			for _, sp := range o.svc.Spec.Ports {
 				if sp.Name == p.Name && sp.Port == p.Port && sp.Protocol == ps.Protocol {

@@ -33,6 +33,9 @@ var Funcs = func(codecs runtimeserializer.CodecFactory) []interface{} {
 			if s.ImagePullPolicy == "" {
 				s.ImagePullPolicy = "IfNotPresent"
 			}
+			if s.Workspace == nil {
+				s.Workspace = &gpu.Workspace{MountPath: "/workspace"}
+			}
 			// core/v1 marks FileKeySelector.optional "+default=false".
 			for i := range s.Env {
 				if vf := s.Env[i].ValueFrom; vf != nil && vf.FileKeyRef != nil && vf.FileKeyRef.Optional == nil {
@@ -44,6 +47,12 @@ var Funcs = func(codecs runtimeserializer.CodecFactory) []interface{} {
 			c.FillNoCustom(s)
 			if s.CoresPercent == 0 {
 				s.CoresPercent = s.MemoryPercent
+			}
+		},
+		func(w *gpu.Workspace, c randfill.Continue) {
+			c.FillNoCustom(w)
+			if w.MountPath == "" {
+				w.MountPath = "/workspace"
 			}
 		},
 		func(p *gpu.InstancePort, c randfill.Continue) {

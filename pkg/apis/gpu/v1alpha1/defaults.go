@@ -50,11 +50,27 @@ func SetDefaults_Accelerator(obj *Accelerator) {
 	}
 }
 
+// DefaultWorkspaceMountPath is where the workspace is mounted when
+// spec.workspace.mountPath is empty.
+const DefaultWorkspaceMountPath = "/workspace"
+
 // SetDefaults_InstanceSpec defaults the pull policy the way a Pod does for a
-// tagged image.
+// tagged image, and gives every Instance a workspace (an emptyDir unless
+// it names a size or claim).
 func SetDefaults_InstanceSpec(obj *InstanceSpec) {
 	if obj.ImagePullPolicy == "" {
 		obj.ImagePullPolicy = corev1.PullIfNotPresent
+	}
+	if obj.Workspace == nil {
+		obj.Workspace = &Workspace{}
+	}
+}
+
+// SetDefaults_Workspace mounts the workspace at /workspace unless told
+// otherwise.
+func SetDefaults_Workspace(obj *Workspace) {
+	if obj.MountPath == "" {
+		obj.MountPath = DefaultWorkspaceMountPath
 	}
 }
 

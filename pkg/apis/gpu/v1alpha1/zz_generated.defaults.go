@@ -56,6 +56,9 @@ func SetObjectDefaults_Instance(in *Instance) {
 		a := &in.Spec.Ports[i]
 		SetDefaults_InstancePort(a)
 	}
+	if in.Spec.Workspace != nil {
+		SetDefaults_Workspace(in.Spec.Workspace)
+	}
 }
 
 func SetObjectDefaults_InstanceList(in *InstanceList) {

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"kiln.dev/kiln/pkg/apis/gpu"
 )
@@ -26,7 +27,7 @@ func TestValidateBudget(t *testing.T) {
 	cases := []struct {
 		name   string
 		mutate func(*gpu.Budget)
-		want   []string
+		want   field.ErrorList
 	}{
 		{name: "valid", mutate: func(*gpu.Budget) {}},
 		{name: "no limits", mutate: func(o *gpu.Budget) { o.Spec.Hard = nil }},
@@ -37,37 +38,37 @@ func TestValidateBudget(t *testing.T) {
 		{name: "instances with a suffix", mutate: func(o *gpu.Budget) { o.Spec.Hard[gpu.BudgetInstances] = qty("1k") }},
 
 		{name: "namespace missing", mutate: func(o *gpu.Budget) { o.Namespace = "" },
-			want: []string{"Required metadata.namespace"}},
+			want: field.ErrorList{{Type: field.ErrorTypeRequired, Field: "metadata.namespace"}}},
 		{name: "name invalid", mutate: func(o *gpu.Budget) { o.Name = "Team A" },
-			want: []string{"Invalid metadata.name"}},
+			want: field.ErrorList{{Type: field.ErrorTypeInvalid, Field: "metadata.name"}}},
 		{name: "unknown key", mutate: func(o *gpu.Budget) { o.Spec.Hard["gpus"] = qty("4") },
-			want: []string{"NotSupported spec.hard[gpus]"}},
+			want: field.ErrorList{{Type: field.ErrorTypeNotSupported, Field: "spec.hard[gpus]"}}},
 		{name: "unknown key that looks close", mutate: func(o *gpu.Budget) { o.Spec.Hard["accelerator"] = qty("4") },
-			want: []string{"NotSupported spec.hard[accelerator]"}},
+			want: field.ErrorList{{Type: field.ErrorTypeNotSupported, Field: "spec.hard[accelerator]"}}},
 		{name: "unknown key with a negative value reports the key only", mutate: func(o *gpu.Budget) { o.Spec.Hard["cpu"] = qty("-1") },
-			want: []string{"NotSupported spec.hard[cpu]"}},
+			want: field.ErrorList{{Type: field.ErrorTypeNotSupported, Field: "spec.hard[cpu]"}}},
 		{name: "per-type key without a type", mutate: func(o *gpu.Budget) { o.Spec.Hard["accelerators."] = qty("1") },
-			want: []string{"Invalid spec.hard[accelerators.]"}},
+			want: field.ErrorList{{Type: field.ErrorTypeInvalid, Field: "spec.hard[accelerators.]"}}},
 		{name: "per-type key with an invalid type", mutate: func(o *gpu.Budget) { o.Spec.Hard["accelerators.H100"] = qty("1") },
-			want: []string{"Invalid spec.hard[accelerators.H100]"}},
+			want: field.ErrorList{{Type: field.ErrorTypeInvalid, Field: "spec.hard[accelerators.H100]"}}},
 		{name: "per-type key with a too long type", mutate: func(o *gpu.Budget) {
 			o.Spec.Hard[gpu.BudgetResourceName("accelerators."+strings.Repeat("a", 254))] = qty("1")
-		}, want: []string{"Invalid spec.hard[accelerators." + strings.Repeat("a", 254) + "]"}},
+		}, want: field.ErrorList{{Type: field.ErrorTypeInvalid, Field: "spec.hard[accelerators." + strings.Repeat("a", 254) + "]"}}},
 		{name: "negative values", mutate: func(o *gpu.Budget) {
 			o.Spec.Hard[gpu.BudgetAccelerators] = qty("-1")
 			o.Spec.Hard[gpu.BudgetAcceleratorMemory] = qty("-1Gi")
 			o.Spec.Hard["accelerators.h100-80gb"] = qty("-500m")
-		}, want: []string{
-			"Invalid spec.hard[accelerators]",
-			"Invalid spec.hard[accelerator-memory]",
-			"Invalid spec.hard[accelerators.h100-80gb]",
+		}, want: field.ErrorList{
+			{Type: field.ErrorTypeInvalid, Field: "spec.hard[accelerators]"},
+			{Type: field.ErrorTypeInvalid, Field: "spec.hard[accelerator-memory]"},
+			{Type: field.ErrorTypeInvalid, Field: "spec.hard[accelerators.h100-80gb]"},
 		}},
 		{name: "instances fractional", mutate: func(o *gpu.Budget) { o.Spec.Hard[gpu.BudgetInstances] = qty("1500m") },
-			want: []string{"Invalid spec.hard[instances]"}},
+			want: field.ErrorList{{Type: field.ErrorTypeInvalid, Field: "spec.hard[instances]"}}},
 		{name: "instances decimal", mutate: func(o *gpu.Budget) { o.Spec.Hard[gpu.BudgetInstances] = qty("2.5") },
-			want: []string{"Invalid spec.hard[instances]"}},
+			want: field.ErrorList{{Type: field.ErrorTypeInvalid, Field: "spec.hard[instances]"}}},
 		{name: "instances negative is reported once", mutate: func(o *gpu.Budget) { o.Spec.Hard[gpu.BudgetInstances] = qty("-1.5") },
-			want: []string{"Invalid spec.hard[instances]"}},
+			want: field.ErrorList{{Type: field.ErrorTypeInvalid, Field: "spec.hard[instances]"}}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -82,7 +83,7 @@ func TestValidateBudgetUpdate(t *testing.T) {
 	cases := []struct {
 		name   string
 		mutate func(*gpu.Budget)
-		want   []string
+		want   field.ErrorList
 	}{
 		{name: "unchanged", mutate: func(*gpu.Budget) {}},
 		{name: "limits may change", mutate: func(o *gpu.Budget) {
@@ -90,11 +91,11 @@ func TestValidateBudgetUpdate(t *testing.T) {
 			delete(o.Spec.Hard, gpu.BudgetInstances)
 		}},
 		{name: "new spec is validated", mutate: func(o *gpu.Budget) { o.Spec.Hard["gpus"] = qty("1") },
-			want: []string{"NotSupported spec.hard[gpus]"}},
+			want: field.ErrorList{{Type: field.ErrorTypeNotSupported, Field: "spec.hard[gpus]"}}},
 		{name: "name is immutable", mutate: func(o *gpu.Budget) { o.Name = "team-b" },
-			want: []string{"Invalid metadata.name"}},
+			want: field.ErrorList{{Type: field.ErrorTypeInvalid, Field: "metadata.name"}}},
 		{name: "resourceVersion required", mutate: func(o *gpu.Budget) { o.ResourceVersion = "" },
-			want: []string{"Invalid metadata.resourceVersion"}},
+			want: field.ErrorList{{Type: field.ErrorTypeInvalid, Field: "metadata.resourceVersion"}}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -111,7 +112,7 @@ func TestValidateBudgetStatusUpdate(t *testing.T) {
 	cases := []struct {
 		name   string
 		mutate func(*gpu.Budget)
-		want   []string
+		want   field.ErrorList
 	}{
 		{name: "valid", mutate: func(*gpu.Budget) {}},
 		{name: "empty status", mutate: func(o *gpu.Budget) { o.Status = gpu.BudgetStatus{} }},
@@ -121,17 +122,17 @@ func TestValidateBudgetStatusUpdate(t *testing.T) {
 		{name: "unknown keys", mutate: func(o *gpu.Budget) {
 			o.Status.Hard["gpus"] = qty("1")
 			o.Status.Used["gpus"] = qty("1")
-		}, want: []string{"NotSupported status.hard[gpus]", "NotSupported status.used[gpus]"}},
+		}, want: field.ErrorList{{Type: field.ErrorTypeNotSupported, Field: "status.hard[gpus]"}, {Type: field.ErrorTypeNotSupported, Field: "status.used[gpus]"}}},
 		{name: "per-type key invalid", mutate: func(o *gpu.Budget) { o.Status.Used["accelerators.A100"] = qty("1") },
-			want: []string{"Invalid status.used[accelerators.A100]"}},
+			want: field.ErrorList{{Type: field.ErrorTypeInvalid, Field: "status.used[accelerators.A100]"}}},
 		{name: "negative values", mutate: func(o *gpu.Budget) {
 			o.Status.Hard[gpu.BudgetAcceleratorMemory] = qty("-1")
 			o.Status.Used[gpu.BudgetAccelerators] = qty("-1")
-		}, want: []string{"Invalid status.hard[accelerator-memory]", "Invalid status.used[accelerators]"}},
+		}, want: field.ErrorList{{Type: field.ErrorTypeInvalid, Field: "status.hard[accelerator-memory]"}, {Type: field.ErrorTypeInvalid, Field: "status.used[accelerators]"}}},
 		{name: "instances used fractional", mutate: func(o *gpu.Budget) { o.Status.Used[gpu.BudgetInstances] = qty("0.5") },
-			want: []string{"Invalid status.used[instances]"}},
+			want: field.ErrorList{{Type: field.ErrorTypeInvalid, Field: "status.used[instances]"}}},
 		{name: "metadata update rules apply", mutate: func(o *gpu.Budget) { o.ResourceVersion = "" },
-			want: []string{"Invalid metadata.resourceVersion"}},
+			want: field.ErrorList{{Type: field.ErrorTypeInvalid, Field: "metadata.resourceVersion"}}},
 		{name: "pending charges", mutate: func(o *gpu.Budget) {
 			o.Status.Pending = []gpu.BudgetCharge{
 				{Kind: "Instance", Name: "a", UID: "u1", Charge: gpu.BudgetResourceList{gpu.BudgetAccelerators: qty("1")}},
@@ -144,10 +145,10 @@ func TestValidateBudgetStatusUpdate(t *testing.T) {
 				{Kind: "Instance", Name: "b", UID: "u1", Charge: gpu.BudgetResourceList{gpu.BudgetAccelerators: qty("-1")}},
 				{Kind: "Instance", Name: "c"},
 			}
-		}, want: []string{
-			"NotSupported status.pending[0].kind", "Required status.pending[0].name", "NotSupported status.pending[0].charge[gpus]",
-			"Duplicate status.pending[1].uid", "Invalid status.pending[1].charge[accelerators]",
-			"Required status.pending[2].uid",
+		}, want: field.ErrorList{
+			{Type: field.ErrorTypeNotSupported, Field: "status.pending[0].kind"}, {Type: field.ErrorTypeRequired, Field: "status.pending[0].name"}, {Type: field.ErrorTypeNotSupported, Field: "status.pending[0].charge[gpus]"},
+			{Type: field.ErrorTypeDuplicate, Field: "status.pending[1].uid"}, {Type: field.ErrorTypeInvalid, Field: "status.pending[1].charge[accelerators]"},
+			{Type: field.ErrorTypeRequired, Field: "status.pending[2].uid"},
 		}},
 	}
 	for _, tc := range cases {

@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"kiln.dev/kiln/pkg/apis/gpu"
+	"kiln.dev/kiln/pkg/apis/gpu/v1alpha1"
 )
 
 // maxFileMode is 0777: the permission bits a volume file may carry.
@@ -287,7 +288,7 @@ func validateWorkspace(w *gpu.Workspace, fldPath *field.Path) field.ErrorList {
 
 func validateVolumes(vols []gpu.InstanceVolume, ws *gpu.Workspace, fldPath *field.Path) field.ErrorList {
 	var allErrs field.ErrorList
-	wsMount := defaultWorkspaceMountPath
+	wsMount := v1alpha1.DefaultWorkspaceMountPath
 	if ws != nil && ws.MountPath != "" {
 		wsMount = cleanPath(ws.MountPath)
 	}

@@ -5,6 +5,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/utils/ptr"
 
 	"kiln.dev/kiln/pkg/apis/gpu"
 )
@@ -28,7 +30,7 @@ func validInstance() *gpu.Instance {
 				}}},
 			},
 			Resources: gpu.InstanceResources{
-				Accelerators: ptrTo(int32(2)),
+				Accelerators: ptr.To(int32(2)),
 				CPU:          qtyPtr("32"),
 				Memory:       qtyPtr("256Gi"),
 			},
@@ -44,8 +46,8 @@ func validInstance() *gpu.Instance {
 				{Name: "config", MountPath: "/etc/train",
 					ConfigMap: &corev1.ConfigMapVolumeSource{
 						LocalObjectReference: corev1.LocalObjectReference{Name: "train-config"},
-						Items:                []corev1.KeyToPath{{Key: "config.yaml", Path: "config.yaml", Mode: ptrTo(int32(0o644))}},
-						DefaultMode:          ptrTo(int32(0o444)),
+						Items:                []corev1.KeyToPath{{Key: "config.yaml", Path: "config.yaml", Mode: ptr.To(int32(0o644))}},
+						DefaultMode:          ptr.To(int32(0o444)),
 					}},
 				{Name: "creds", MountPath: "/var/run/creds", Secret: &corev1.SecretVolumeSource{SecretName: "s3"}},
 			},
@@ -80,17 +82,17 @@ func TestValidateInstance(t *testing.T) {
 	cases := []struct {
 		name   string
 		mutate func(*gpu.Instance)
-		want   []string
+		want   field.ErrorList
 	}{
 		// Accepted.
 		{name: "valid", mutate: func(*gpu.Instance) {}},
 		{name: "minimal", mutate: func(o *gpu.Instance) {
 			o.Spec = gpu.InstanceSpec{
 				Type: "cpu", Image: "ubuntu", ImagePullPolicy: corev1.PullAlways,
-				Resources: gpu.InstanceResources{Accelerators: ptrTo(int32(0))},
+				Resources: gpu.InstanceResources{Accelerators: ptr.To(int32(0))},
 			}
 		}},
-		{name: "64 accelerators", mutate: func(o *gpu.Instance) { o.Spec.Resources.Accelerators = ptrTo(int32(64)) }},
+		{name: "64 accelerators", mutate: func(o *gpu.Instance) { o.Spec.Resources.Accelerators = ptr.To(int32(64)) }},
 		{name: "slice", mutate: func(o *gpu.Instance) {
 			o.Spec.Resources.Accelerators = nil
 			o.Spec.Resources.Slice = &gpu.SliceRequest{MemoryPercent: 100, CoresPercent: 1}
@@ -113,7 +115,7 @@ func TestValidateInstance(t *testing.T) {
 		{name: "volume below the workspace", mutate: func(o *gpu.Instance) { o.Spec.Volumes[0].MountPath = "/workspace/data" }},
 		{name: "hostPath volume", mutate: func(o *gpu.Instance) {
 			o.Spec.Volumes = []gpu.InstanceVolume{{Name: "models", MountPath: "/models",
-				HostPath: &corev1.HostPathVolumeSource{Path: "/mnt/models", Type: ptrTo(corev1.HostPathDirectory)}}}
+				HostPath: &corev1.HostPathVolumeSource{Path: "/mnt/models", Type: ptr.To(corev1.HostPathDirectory)}}}
 		}},
 		{name: "env from configMap and resource", mutate: func(o *gpu.Instance) {
 			o.Spec.Env = []corev1.EnvVar{
@@ -128,236 +130,236 @@ func TestValidateInstance(t *testing.T) {
 
 		// Metadata.
 		{name: "namespace missing", mutate: func(o *gpu.Instance) { o.Namespace = "" },
-			want: []string{"Required metadata.namespace"}},
+			want: field.ErrorList{{Type: field.ErrorTypeRequired, Field: "metadata.namespace"}}},
 		{name: "name not a DNS subdomain", mutate: func(o *gpu.Instance) { o.Name = "Train_1" },
-			want: []string{"Invalid metadata.name"}},
+			want: field.ErrorList{{Type: field.ErrorTypeInvalid, Field: "metadata.name"}}},
 		// A Service is named after the Instance, so dots are refused.
 		{name: "name with a dot", mutate: func(o *gpu.Instance) { o.Name = "train.1" },
-			want: []string{"Invalid metadata.name"}},
+			want: field.ErrorList{{Type: field.ErrorTypeInvalid, Field: "metadata.name"}}},
 		{name: "name starting with a digit", mutate: func(o *gpu.Instance) { o.Name = "1train" },
-			want: []string{"Invalid metadata.name"}},
+			want: field.ErrorList{{Type: field.ErrorTypeInvalid, Field: "metadata.name"}}},
 
 		// type, image, pull policy and secrets.
 		{name: "type missing", mutate: func(o *gpu.Instance) { o.Spec.Type = "" },
-			want: []string{"Required spec.type"}},
+			want: field.ErrorList{{Type: field.ErrorTypeRequired, Field: "spec.type"}}},
 		{name: "type not a DNS subdomain", mutate: func(o *gpu.Instance) { o.Spec.Type = "H100" },
-			want: []string{"Invalid spec.type"}},
+			want: field.ErrorList{{Type: field.ErrorTypeInvalid, Field: "spec.type"}}},
 		{name: "image missing", mutate: func(o *gpu.Instance) { o.Spec.Image = "" },
-			want: []string{"Required spec.image"}},
+			want: field.ErrorList{{Type: field.ErrorTypeRequired, Field: "spec.image"}}},
 		{name: "image with whitespace", mutate: func(o *gpu.Instance) { o.Spec.Image = " pytorch:latest\n" },
-			want: []string{"Invalid spec.image"}},
+			want: field.ErrorList{{Type: field.ErrorTypeInvalid, Field: "spec.image"}}},
 		{name: "pull policy missing", mutate: func(o *gpu.Instance) { o.Spec.ImagePullPolicy = "" },
-			want: []string{"Required spec.imagePullPolicy"}},
+			want: field.ErrorList{{Type: field.ErrorTypeRequired, Field: "spec.imagePullPolicy"}}},
 		{name: "pull policy unknown", mutate: func(o *gpu.Instance) { o.Spec.ImagePullPolicy = "Sometimes" },
-			want: []string{"NotSupported spec.imagePullPolicy"}},
+			want: field.ErrorList{{Type: field.ErrorTypeNotSupported, Field: "spec.imagePullPolicy"}}},
 		{name: "pull secret name missing", mutate: func(o *gpu.Instance) { o.Spec.ImagePullSecrets[0].Name = "" },
-			want: []string{"Required spec.imagePullSecrets[0].name"}},
+			want: field.ErrorList{{Type: field.ErrorTypeRequired, Field: "spec.imagePullSecrets[0].name"}}},
 		{name: "pull secret name invalid", mutate: func(o *gpu.Instance) { o.Spec.ImagePullSecrets[1].Name = "GHCR" },
-			want: []string{"Invalid spec.imagePullSecrets[1].name"}},
+			want: field.ErrorList{{Type: field.ErrorTypeInvalid, Field: "spec.imagePullSecrets[1].name"}}},
 		{name: "pull secrets duplicated", mutate: func(o *gpu.Instance) { o.Spec.ImagePullSecrets[1].Name = "ngc" },
-			want: []string{"Duplicate spec.imagePullSecrets[1].name"}},
+			want: field.ErrorList{{Type: field.ErrorTypeDuplicate, Field: "spec.imagePullSecrets[1].name"}}},
 
 		// env.
 		{name: "env name missing", mutate: func(o *gpu.Instance) { o.Spec.Env[0].Name = "" },
-			want: []string{"Required spec.env[0].name"}},
+			want: field.ErrorList{{Type: field.ErrorTypeRequired, Field: "spec.env[0].name"}}},
 		{name: "env name invalid", mutate: func(o *gpu.Instance) { o.Spec.Env[0].Name = "1HF=HOME" },
-			want: []string{"Invalid spec.env[0].name"}},
+			want: field.ErrorList{{Type: field.ErrorTypeInvalid, Field: "spec.env[0].name"}}},
 		{name: "env names duplicated", mutate: func(o *gpu.Instance) { o.Spec.Env[2].Name = "HF_HOME" },
-			want: []string{"Duplicate spec.env[2].name"}},
+			want: field.ErrorList{{Type: field.ErrorTypeDuplicate, Field: "spec.env[2].name"}}},
 		{name: "env value and valueFrom", mutate: func(o *gpu.Instance) { o.Spec.Env[1].Value = "x" },
-			want: []string{"Forbidden spec.env[1].valueFrom"}},
+			want: field.ErrorList{{Type: field.ErrorTypeForbidden, Field: "spec.env[1].valueFrom"}}},
 		{name: "env valueFrom empty", mutate: func(o *gpu.Instance) { o.Spec.Env[1].ValueFrom = &corev1.EnvVarSource{} },
-			want: []string{"Required spec.env[1].valueFrom"}},
+			want: field.ErrorList{{Type: field.ErrorTypeRequired, Field: "spec.env[1].valueFrom"}}},
 		{name: "env valueFrom with two sources", mutate: func(o *gpu.Instance) {
 			o.Spec.Env[1].ValueFrom.ResourceFieldRef = &corev1.ResourceFieldSelector{Resource: "limits.cpu"}
-		}, want: []string{"Invalid spec.env[1].valueFrom"}},
+		}, want: field.ErrorList{{Type: field.ErrorTypeInvalid, Field: "spec.env[1].valueFrom"}}},
 		{name: "env fieldRef without path", mutate: func(o *gpu.Instance) { o.Spec.Env[1].ValueFrom.FieldRef.FieldPath = "" },
-			want: []string{"Required spec.env[1].valueFrom.fieldRef.fieldPath"}},
+			want: field.ErrorList{{Type: field.ErrorTypeRequired, Field: "spec.env[1].valueFrom.fieldRef.fieldPath"}}},
 		{name: "env resourceFieldRef without resource", mutate: func(o *gpu.Instance) {
 			o.Spec.Env[1].ValueFrom = &corev1.EnvVarSource{ResourceFieldRef: &corev1.ResourceFieldSelector{}}
-		}, want: []string{"Required spec.env[1].valueFrom.resourceFieldRef.resource"}},
+		}, want: field.ErrorList{{Type: field.ErrorTypeRequired, Field: "spec.env[1].valueFrom.resourceFieldRef.resource"}}},
 		{name: "env secretKeyRef without name and key", mutate: func(o *gpu.Instance) {
 			o.Spec.Env[2].ValueFrom.SecretKeyRef = &corev1.SecretKeySelector{}
-		}, want: []string{
-			"Required spec.env[2].valueFrom.secretKeyRef.name",
-			"Required spec.env[2].valueFrom.secretKeyRef.key",
+		}, want: field.ErrorList{
+			{Type: field.ErrorTypeRequired, Field: "spec.env[2].valueFrom.secretKeyRef.name"},
+			{Type: field.ErrorTypeRequired, Field: "spec.env[2].valueFrom.secretKeyRef.key"},
 		}},
 		{name: "env configMapKeyRef with bad name and key", mutate: func(o *gpu.Instance) {
 			o.Spec.Env[2].ValueFrom = &corev1.EnvVarSource{ConfigMapKeyRef: &corev1.ConfigMapKeySelector{
 				LocalObjectReference: corev1.LocalObjectReference{Name: "Config"}, Key: "a/b"}}
-		}, want: []string{
-			"Invalid spec.env[2].valueFrom.configMapKeyRef.name",
-			"Invalid spec.env[2].valueFrom.configMapKeyRef.key",
+		}, want: field.ErrorList{
+			{Type: field.ErrorTypeInvalid, Field: "spec.env[2].valueFrom.configMapKeyRef.name"},
+			{Type: field.ErrorTypeInvalid, Field: "spec.env[2].valueFrom.configMapKeyRef.key"},
 		}},
 		{name: "env fileKeyRef", mutate: func(o *gpu.Instance) {
 			o.Spec.Env[2].ValueFrom = &corev1.EnvVarSource{FileKeyRef: &corev1.FileKeySelector{VolumeName: "env", Path: "env", Key: "K"}}
-		}, want: []string{"Forbidden spec.env[2].valueFrom.fileKeyRef"}},
+		}, want: field.ErrorList{{Type: field.ErrorTypeForbidden, Field: "spec.env[2].valueFrom.fileKeyRef"}}},
 
 		// resources.
 		{name: "no accelerator share", mutate: func(o *gpu.Instance) { o.Spec.Resources.Accelerators = nil },
-			want: []string{"Required spec.resources"}},
+			want: field.ErrorList{{Type: field.ErrorTypeRequired, Field: "spec.resources"}}},
 		{name: "accelerators and slice", mutate: func(o *gpu.Instance) {
 			o.Spec.Resources.Slice = &gpu.SliceRequest{MemoryPercent: 50, CoresPercent: 50}
-		}, want: []string{"Invalid spec.resources"}},
+		}, want: field.ErrorList{{Type: field.ErrorTypeInvalid, Field: "spec.resources"}}},
 		{name: "accelerators 0 and partition", mutate: func(o *gpu.Instance) {
-			o.Spec.Resources.Accelerators = ptrTo(int32(0))
+			o.Spec.Resources.Accelerators = ptr.To(int32(0))
 			o.Spec.Resources.Partition = "1g.10gb"
-		}, want: []string{"Invalid spec.resources"}},
+		}, want: field.ErrorList{{Type: field.ErrorTypeInvalid, Field: "spec.resources"}}},
 		{name: "all three shares", mutate: func(o *gpu.Instance) {
 			o.Spec.Resources.Slice = &gpu.SliceRequest{MemoryPercent: 50, CoresPercent: 50}
 			o.Spec.Resources.Partition = "1g.10gb"
-		}, want: []string{"Invalid spec.resources"}},
-		{name: "accelerators negative", mutate: func(o *gpu.Instance) { o.Spec.Resources.Accelerators = ptrTo(int32(-1)) },
-			want: []string{"Invalid spec.resources.accelerators"}},
-		{name: "accelerators above 64", mutate: func(o *gpu.Instance) { o.Spec.Resources.Accelerators = ptrTo(int32(65)) },
-			want: []string{"Invalid spec.resources.accelerators"}},
+		}, want: field.ErrorList{{Type: field.ErrorTypeInvalid, Field: "spec.resources"}}},
+		{name: "accelerators negative", mutate: func(o *gpu.Instance) { o.Spec.Resources.Accelerators = ptr.To(int32(-1)) },
+			want: field.ErrorList{{Type: field.ErrorTypeInvalid, Field: "spec.resources.accelerators"}}},
+		{name: "accelerators above 64", mutate: func(o *gpu.Instance) { o.Spec.Resources.Accelerators = ptr.To(int32(65)) },
+			want: field.ErrorList{{Type: field.ErrorTypeInvalid, Field: "spec.resources.accelerators"}}},
 		{name: "slice percents zero", mutate: func(o *gpu.Instance) {
 			o.Spec.Resources.Accelerators = nil
 			o.Spec.Resources.Slice = &gpu.SliceRequest{}
-		}, want: []string{
-			"Invalid spec.resources.slice.memoryPercent",
-			"Invalid spec.resources.slice.coresPercent",
+		}, want: field.ErrorList{
+			{Type: field.ErrorTypeInvalid, Field: "spec.resources.slice.memoryPercent"},
+			{Type: field.ErrorTypeInvalid, Field: "spec.resources.slice.coresPercent"},
 		}},
 		{name: "slice percents above 100", mutate: func(o *gpu.Instance) {
 			o.Spec.Resources.Accelerators = nil
 			o.Spec.Resources.Slice = &gpu.SliceRequest{MemoryPercent: 101, CoresPercent: 150}
-		}, want: []string{
-			"Invalid spec.resources.slice.memoryPercent",
-			"Invalid spec.resources.slice.coresPercent",
+		}, want: field.ErrorList{
+			{Type: field.ErrorTypeInvalid, Field: "spec.resources.slice.memoryPercent"},
+			{Type: field.ErrorTypeInvalid, Field: "spec.resources.slice.coresPercent"},
 		}},
 		{name: "partition not a profile", mutate: func(o *gpu.Instance) {
 			o.Spec.Resources.Accelerators = nil
 			o.Spec.Resources.Partition = "1G.10GB"
-		}, want: []string{"Invalid spec.resources.partition"}},
+		}, want: field.ErrorList{{Type: field.ErrorTypeInvalid, Field: "spec.resources.partition"}}},
 		{name: "host resources not positive", mutate: func(o *gpu.Instance) {
 			o.Spec.Resources.CPU = qtyPtr("0")
 			o.Spec.Resources.Memory = qtyPtr("-1Gi")
 			o.Spec.Resources.EphemeralStorage = qtyPtr("0")
-		}, want: []string{
-			"Invalid spec.resources.cpu",
-			"Invalid spec.resources.memory",
-			"Invalid spec.resources.ephemeralStorage",
+		}, want: field.ErrorList{
+			{Type: field.ErrorTypeInvalid, Field: "spec.resources.cpu"},
+			{Type: field.ErrorTypeInvalid, Field: "spec.resources.memory"},
+			{Type: field.ErrorTypeInvalid, Field: "spec.resources.ephemeralStorage"},
 		}},
 
 		// ports.
 		{name: "port name missing", mutate: func(o *gpu.Instance) { o.Spec.Ports[0].Name = "" },
-			want: []string{"Required spec.ports[0].name"}},
+			want: field.ErrorList{{Type: field.ErrorTypeRequired, Field: "spec.ports[0].name"}}},
 		{name: "port name invalid", mutate: func(o *gpu.Instance) { o.Spec.Ports[0].Name = "Jupyter_Lab" },
-			want: []string{"Invalid spec.ports[0].name"}},
+			want: field.ErrorList{{Type: field.ErrorTypeInvalid, Field: "spec.ports[0].name"}}},
 		{name: "port names duplicated", mutate: func(o *gpu.Instance) { o.Spec.Ports[1].Name = "jupyter" },
-			want: []string{"Duplicate spec.ports[1].name"}},
+			want: field.ErrorList{{Type: field.ErrorTypeDuplicate, Field: "spec.ports[1].name"}}},
 		{name: "port zero", mutate: func(o *gpu.Instance) { o.Spec.Ports[0].Port = 0 },
-			want: []string{"Invalid spec.ports[0].port"}},
+			want: field.ErrorList{{Type: field.ErrorTypeInvalid, Field: "spec.ports[0].port"}}},
 		{name: "port too high", mutate: func(o *gpu.Instance) { o.Spec.Ports[1].Port = 65536 },
-			want: []string{"Invalid spec.ports[1].port"}},
+			want: field.ErrorList{{Type: field.ErrorTypeInvalid, Field: "spec.ports[1].port"}}},
 		{name: "port numbers duplicated", mutate: func(o *gpu.Instance) { o.Spec.Ports[1].Port = 8888 },
-			want: []string{"Duplicate spec.ports[1].port"}},
+			want: field.ErrorList{{Type: field.ErrorTypeDuplicate, Field: "spec.ports[1].port"}}},
 		{name: "protocol missing", mutate: func(o *gpu.Instance) { o.Spec.Ports[0].Protocol = "" },
-			want: []string{"Required spec.ports[0].protocol"}},
+			want: field.ErrorList{{Type: field.ErrorTypeRequired, Field: "spec.ports[0].protocol"}}},
 		{name: "protocol unknown", mutate: func(o *gpu.Instance) { o.Spec.Ports[0].Protocol = "ICMP" },
-			want: []string{"NotSupported spec.ports[0].protocol"}},
+			want: field.ErrorList{{Type: field.ErrorTypeNotSupported, Field: "spec.ports[0].protocol"}}},
 
 		// ssh.
 		{name: "ssh secret missing", mutate: func(o *gpu.Instance) { o.Spec.SSH.AuthorizedKeysSecret = "" },
-			want: []string{"Required spec.ssh.authorizedKeysSecret"}},
+			want: field.ErrorList{{Type: field.ErrorTypeRequired, Field: "spec.ssh.authorizedKeysSecret"}}},
 		{name: "ssh secret invalid", mutate: func(o *gpu.Instance) { o.Spec.SSH.AuthorizedKeysSecret = "SSH keys" },
-			want: []string{"Invalid spec.ssh.authorizedKeysSecret"}},
+			want: field.ErrorList{{Type: field.ErrorTypeInvalid, Field: "spec.ssh.authorizedKeysSecret"}}},
 
 		// workspace.
 		{name: "workspace mountPath relative", mutate: func(o *gpu.Instance) { o.Spec.Workspace.MountPath = "workspace" },
-			want: []string{"Invalid spec.workspace.mountPath"}},
+			want: field.ErrorList{{Type: field.ErrorTypeInvalid, Field: "spec.workspace.mountPath"}}},
 		{name: "workspace mountPath with ..", mutate: func(o *gpu.Instance) { o.Spec.Workspace.MountPath = "/home/../etc" },
-			want: []string{"Invalid spec.workspace.mountPath"}},
+			want: field.ErrorList{{Type: field.ErrorTypeInvalid, Field: "spec.workspace.mountPath"}}},
 		{name: "workspace size zero", mutate: func(o *gpu.Instance) { o.Spec.Workspace.Size = qtyPtr("0") },
-			want: []string{"Invalid spec.workspace.size"}},
+			want: field.ErrorList{{Type: field.ErrorTypeInvalid, Field: "spec.workspace.size"}}},
 		{name: "workspace size and claimName", mutate: func(o *gpu.Instance) { o.Spec.Workspace.ClaimName = "home" },
-			want: []string{"Forbidden spec.workspace.size"}},
+			want: field.ErrorList{{Type: field.ErrorTypeForbidden, Field: "spec.workspace.size"}}},
 		{name: "workspace claimName invalid", mutate: func(o *gpu.Instance) {
 			o.Spec.Workspace = &gpu.Workspace{ClaimName: "Home_PVC"}
-		}, want: []string{"Invalid spec.workspace.claimName"}},
+		}, want: field.ErrorList{{Type: field.ErrorTypeInvalid, Field: "spec.workspace.claimName"}}},
 
 		// volumes.
 		{name: "volume name missing", mutate: func(o *gpu.Instance) { o.Spec.Volumes[0].Name = "" },
-			want: []string{"Required spec.volumes[0].name"}},
+			want: field.ErrorList{{Type: field.ErrorTypeRequired, Field: "spec.volumes[0].name"}}},
 		{name: "volume name not a DNS label", mutate: func(o *gpu.Instance) { o.Spec.Volumes[0].Name = "data.sets" },
-			want: []string{"Invalid spec.volumes[0].name"}},
+			want: field.ErrorList{{Type: field.ErrorTypeInvalid, Field: "spec.volumes[0].name"}}},
 		{name: "volume names duplicated", mutate: func(o *gpu.Instance) { o.Spec.Volumes[2].Name = "datasets" },
-			want: []string{"Duplicate spec.volumes[2].name"}},
+			want: field.ErrorList{{Type: field.ErrorTypeDuplicate, Field: "spec.volumes[2].name"}}},
 		{name: "volume mountPath missing", mutate: func(o *gpu.Instance) { o.Spec.Volumes[1].MountPath = "" },
-			want: []string{"Required spec.volumes[1].mountPath"}},
+			want: field.ErrorList{{Type: field.ErrorTypeRequired, Field: "spec.volumes[1].mountPath"}}},
 		{name: "volume mountPath relative", mutate: func(o *gpu.Instance) { o.Spec.Volumes[1].MountPath = "etc/train" },
-			want: []string{"Invalid spec.volumes[1].mountPath"}},
+			want: field.ErrorList{{Type: field.ErrorTypeInvalid, Field: "spec.volumes[1].mountPath"}}},
 		{name: "volume mountPath with ..", mutate: func(o *gpu.Instance) { o.Spec.Volumes[1].MountPath = "/data/../etc" },
-			want: []string{"Invalid spec.volumes[1].mountPath"}},
+			want: field.ErrorList{{Type: field.ErrorTypeInvalid, Field: "spec.volumes[1].mountPath"}}},
 		{name: "volume mountPaths duplicated", mutate: func(o *gpu.Instance) { o.Spec.Volumes[2].MountPath = "/data/" },
-			want: []string{"Duplicate spec.volumes[2].mountPath"}},
+			want: field.ErrorList{{Type: field.ErrorTypeDuplicate, Field: "spec.volumes[2].mountPath"}}},
 		{name: "volume on the default workspace path", mutate: func(o *gpu.Instance) { o.Spec.Volumes[0].MountPath = "/workspace" },
-			want: []string{"Invalid spec.volumes[0].mountPath"}},
+			want: field.ErrorList{{Type: field.ErrorTypeInvalid, Field: "spec.volumes[0].mountPath"}}},
 		{name: "volume on the default workspace path, no workspace", mutate: func(o *gpu.Instance) {
 			o.Spec.Workspace = nil
 			o.Spec.Volumes[0].MountPath = "/workspace/"
-		}, want: []string{"Invalid spec.volumes[0].mountPath"}},
+		}, want: field.ErrorList{{Type: field.ErrorTypeInvalid, Field: "spec.volumes[0].mountPath"}}},
 		{name: "volume on a moved workspace path", mutate: func(o *gpu.Instance) {
 			o.Spec.Workspace.MountPath = "/home/jovyan"
 			o.Spec.Volumes[1].MountPath = "/home/jovyan/"
-		}, want: []string{"Invalid spec.volumes[1].mountPath"}},
+		}, want: field.ErrorList{{Type: field.ErrorTypeInvalid, Field: "spec.volumes[1].mountPath"}}},
 		{name: "volume without a source", mutate: func(o *gpu.Instance) { o.Spec.Volumes[0].PersistentVolumeClaim = nil },
-			want: []string{"Required spec.volumes[0]"}},
+			want: field.ErrorList{{Type: field.ErrorTypeRequired, Field: "spec.volumes[0]"}}},
 		{name: "volume with two sources", mutate: func(o *gpu.Instance) {
 			o.Spec.Volumes[0].Secret = &corev1.SecretVolumeSource{SecretName: "s3"}
-		}, want: []string{"Forbidden spec.volumes[0].secret"}},
+		}, want: field.ErrorList{{Type: field.ErrorTypeForbidden, Field: "spec.volumes[0].secret"}}},
 		{name: "volume with four sources", mutate: func(o *gpu.Instance) {
 			o.Spec.Volumes[0].ConfigMap = &corev1.ConfigMapVolumeSource{}
 			o.Spec.Volumes[0].Secret = &corev1.SecretVolumeSource{}
 			o.Spec.Volumes[0].HostPath = &corev1.HostPathVolumeSource{}
-		}, want: []string{
-			"Forbidden spec.volumes[0].configMap",
-			"Forbidden spec.volumes[0].secret",
-			"Forbidden spec.volumes[0].hostPath",
+		}, want: field.ErrorList{
+			{Type: field.ErrorTypeForbidden, Field: "spec.volumes[0].configMap"},
+			{Type: field.ErrorTypeForbidden, Field: "spec.volumes[0].secret"},
+			{Type: field.ErrorTypeForbidden, Field: "spec.volumes[0].hostPath"},
 		}},
 		{name: "pvc claimName missing", mutate: func(o *gpu.Instance) { o.Spec.Volumes[0].PersistentVolumeClaim.ClaimName = "" },
-			want: []string{"Required spec.volumes[0].persistentVolumeClaim.claimName"}},
+			want: field.ErrorList{{Type: field.ErrorTypeRequired, Field: "spec.volumes[0].persistentVolumeClaim.claimName"}}},
 		{name: "pvc claimName invalid", mutate: func(o *gpu.Instance) { o.Spec.Volumes[0].PersistentVolumeClaim.ClaimName = "ImageNet" },
-			want: []string{"Invalid spec.volumes[0].persistentVolumeClaim.claimName"}},
+			want: field.ErrorList{{Type: field.ErrorTypeInvalid, Field: "spec.volumes[0].persistentVolumeClaim.claimName"}}},
 		{name: "configMap name missing", mutate: func(o *gpu.Instance) { o.Spec.Volumes[1].ConfigMap.Name = "" },
-			want: []string{"Required spec.volumes[1].configMap.name"}},
+			want: field.ErrorList{{Type: field.ErrorTypeRequired, Field: "spec.volumes[1].configMap.name"}}},
 		{name: "configMap items and modes invalid", mutate: func(o *gpu.Instance) {
 			o.Spec.Volumes[1].ConfigMap.Items = []corev1.KeyToPath{
 				{Key: "", Path: "/etc/passwd"},
-				{Key: "a", Path: "../escape", Mode: ptrTo(int32(0o1000))},
+				{Key: "a", Path: "../escape", Mode: ptr.To(int32(0o1000))},
 				{Key: "b", Path: ""},
 			}
-			o.Spec.Volumes[1].ConfigMap.DefaultMode = ptrTo(int32(-1))
-		}, want: []string{
-			"Required spec.volumes[1].configMap.items[0].key",
-			"Invalid spec.volumes[1].configMap.items[0].path",
-			"Invalid spec.volumes[1].configMap.items[1].path",
-			"Invalid spec.volumes[1].configMap.items[1].mode",
-			"Required spec.volumes[1].configMap.items[2].path",
-			"Invalid spec.volumes[1].configMap.defaultMode",
+			o.Spec.Volumes[1].ConfigMap.DefaultMode = ptr.To(int32(-1))
+		}, want: field.ErrorList{
+			{Type: field.ErrorTypeRequired, Field: "spec.volumes[1].configMap.items[0].key"},
+			{Type: field.ErrorTypeInvalid, Field: "spec.volumes[1].configMap.items[0].path"},
+			{Type: field.ErrorTypeInvalid, Field: "spec.volumes[1].configMap.items[1].path"},
+			{Type: field.ErrorTypeInvalid, Field: "spec.volumes[1].configMap.items[1].mode"},
+			{Type: field.ErrorTypeRequired, Field: "spec.volumes[1].configMap.items[2].path"},
+			{Type: field.ErrorTypeInvalid, Field: "spec.volumes[1].configMap.defaultMode"},
 		}},
 		{name: "secret secretName missing", mutate: func(o *gpu.Instance) { o.Spec.Volumes[2].Secret.SecretName = "" },
-			want: []string{"Required spec.volumes[2].secret.secretName"}},
-		{name: "secret defaultMode too high", mutate: func(o *gpu.Instance) { o.Spec.Volumes[2].Secret.DefaultMode = ptrTo(int32(0o7777)) },
-			want: []string{"Invalid spec.volumes[2].secret.defaultMode"}},
+			want: field.ErrorList{{Type: field.ErrorTypeRequired, Field: "spec.volumes[2].secret.secretName"}}},
+		{name: "secret defaultMode too high", mutate: func(o *gpu.Instance) { o.Spec.Volumes[2].Secret.DefaultMode = ptr.To(int32(0o7777)) },
+			want: field.ErrorList{{Type: field.ErrorTypeInvalid, Field: "spec.volumes[2].secret.defaultMode"}}},
 		{name: "hostPath path missing", mutate: func(o *gpu.Instance) {
 			o.Spec.Volumes[2].Secret = nil
 			o.Spec.Volumes[2].HostPath = &corev1.HostPathVolumeSource{}
-		}, want: []string{"Required spec.volumes[2].hostPath.path"}},
+		}, want: field.ErrorList{{Type: field.ErrorTypeRequired, Field: "spec.volumes[2].hostPath.path"}}},
 		{name: "hostPath path relative", mutate: func(o *gpu.Instance) {
 			o.Spec.Volumes[2].Secret = nil
 			o.Spec.Volumes[2].HostPath = &corev1.HostPathVolumeSource{Path: "mnt/models"}
-		}, want: []string{"Invalid spec.volumes[2].hostPath.path"}},
+		}, want: field.ErrorList{{Type: field.ErrorTypeInvalid, Field: "spec.volumes[2].hostPath.path"}}},
 		{name: "hostPath type unknown", mutate: func(o *gpu.Instance) {
 			o.Spec.Volumes[2].Secret = nil
-			o.Spec.Volumes[2].HostPath = &corev1.HostPathVolumeSource{Path: "/mnt", Type: ptrTo(corev1.HostPathType("Folder"))}
-		}, want: []string{"NotSupported spec.volumes[2].hostPath.type"}},
+			o.Spec.Volumes[2].HostPath = &corev1.HostPathVolumeSource{Path: "/mnt", Type: ptr.To(corev1.HostPathType("Folder"))}
+		}, want: field.ErrorList{{Type: field.ErrorTypeNotSupported, Field: "spec.volumes[2].hostPath.type"}}},
 
 		// nodeName, claimName.
 		{name: "nodeName invalid", mutate: func(o *gpu.Instance) { o.Spec.NodeName = "GPU_Node_1" },
-			want: []string{"Invalid spec.nodeName"}},
+			want: field.ErrorList{{Type: field.ErrorTypeInvalid, Field: "spec.nodeName"}}},
 		{name: "claimName invalid", mutate: func(o *gpu.Instance) { o.Spec.ClaimName = "four h100s" },
-			want: []string{"Invalid spec.claimName"}},
+			want: field.ErrorList{{Type: field.ErrorTypeInvalid, Field: "spec.claimName"}}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -372,7 +374,7 @@ func TestValidateInstanceUpdate(t *testing.T) {
 	cases := []struct {
 		name   string
 		mutate func(*gpu.Instance)
-		want   []string
+		want   field.ErrorList
 	}{
 		{name: "unchanged", mutate: func(*gpu.Instance) {}},
 		{name: "stop", mutate: func(o *gpu.Instance) { o.Spec.Stopped = true }},
@@ -382,15 +384,15 @@ func TestValidateInstanceUpdate(t *testing.T) {
 			o.Spec.Resources.Slice = &gpu.SliceRequest{MemoryPercent: 25, CoresPercent: 25}
 		}},
 		{name: "type is immutable", mutate: func(o *gpu.Instance) { o.Spec.Type = "a100-40gb" },
-			want: []string{"Invalid spec.type"}},
+			want: field.ErrorList{{Type: field.ErrorTypeInvalid, Field: "spec.type"}}},
 		{name: "type changed to an invalid name", mutate: func(o *gpu.Instance) { o.Spec.Type = "A100" },
-			want: []string{"Invalid spec.type", "Invalid spec.type"}},
+			want: field.ErrorList{{Type: field.ErrorTypeInvalid, Field: "spec.type"}, {Type: field.ErrorTypeInvalid, Field: "spec.type"}}},
 		{name: "new spec is validated", mutate: func(o *gpu.Instance) { o.Spec.Resources.Accelerators = nil },
-			want: []string{"Required spec.resources"}},
+			want: field.ErrorList{{Type: field.ErrorTypeRequired, Field: "spec.resources"}}},
 		{name: "namespace is immutable", mutate: func(o *gpu.Instance) { o.Namespace = "team-b" },
-			want: []string{"Invalid metadata.namespace"}},
+			want: field.ErrorList{{Type: field.ErrorTypeInvalid, Field: "metadata.namespace"}}},
 		{name: "resourceVersion required", mutate: func(o *gpu.Instance) { o.ResourceVersion = "" },
-			want: []string{"Invalid metadata.resourceVersion"}},
+			want: field.ErrorList{{Type: field.ErrorTypeInvalid, Field: "metadata.resourceVersion"}}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -407,7 +409,7 @@ func TestValidateInstanceStatusUpdate(t *testing.T) {
 	cases := []struct {
 		name   string
 		mutate func(*gpu.Instance)
-		want   []string
+		want   field.ErrorList
 	}{
 		{name: "valid", mutate: func(*gpu.Instance) {}},
 		{name: "empty status", mutate: func(o *gpu.Instance) { o.Status = gpu.InstanceStatus{} }},
@@ -416,48 +418,48 @@ func TestValidateInstanceStatusUpdate(t *testing.T) {
 		{name: "spec is not checked here", mutate: func(o *gpu.Instance) { o.Spec.Resources = gpu.InstanceResources{} }},
 
 		{name: "phase unknown", mutate: func(o *gpu.Instance) { o.Status.Phase = "Running" },
-			want: []string{"NotSupported status.phase"}},
+			want: field.ErrorList{{Type: field.ErrorTypeNotSupported, Field: "status.phase"}}},
 		{name: "condition without status", mutate: func(o *gpu.Instance) { o.Status.Conditions[0].Status = "" },
-			want: []string{"Required status.conditions[0].status"}},
+			want: field.ErrorList{{Type: field.ErrorTypeRequired, Field: "status.conditions[0].status"}}},
 		{name: "observedGeneration negative", mutate: func(o *gpu.Instance) { o.Status.ObservedGeneration = -1 },
-			want: []string{"Invalid status.observedGeneration"}},
+			want: field.ErrorList{{Type: field.ErrorTypeInvalid, Field: "status.observedGeneration"}}},
 		{name: "nodeName invalid", mutate: func(o *gpu.Instance) { o.Status.NodeName = "GPU_Node" },
-			want: []string{"Invalid status.nodeName"}},
+			want: field.ErrorList{{Type: field.ErrorTypeInvalid, Field: "status.nodeName"}}},
 		{name: "hostIP invalid", mutate: func(o *gpu.Instance) { o.Status.HostIPs[1] = "not-an-ip" },
-			want: []string{"Invalid status.hostIPs[1]"}},
+			want: field.ErrorList{{Type: field.ErrorTypeInvalid, Field: "status.hostIPs[1]"}}},
 		{name: "podIP invalid", mutate: func(o *gpu.Instance) { o.Status.PodIPs[0] = "10.244.1.256" },
-			want: []string{"Invalid status.podIPs[0]"}},
+			want: field.ErrorList{{Type: field.ErrorTypeInvalid, Field: "status.podIPs[0]"}}},
 		{name: "podIP with leading zeros", mutate: func(o *gpu.Instance) { o.Status.PodIPs[0] = "010.244.1.12" },
-			want: []string{"Invalid status.podIPs[0]"}},
+			want: field.ErrorList{{Type: field.ErrorTypeInvalid, Field: "status.podIPs[0]"}}},
 		{name: "port names duplicated", mutate: func(o *gpu.Instance) { o.Status.Ports[1].Name = "jupyter" },
-			want: []string{"Duplicate status.ports[1].name"}},
+			want: field.ErrorList{{Type: field.ErrorTypeDuplicate, Field: "status.ports[1].name"}}},
 		{name: "port name missing", mutate: func(o *gpu.Instance) { o.Status.Ports[0].Name = "" },
-			want: []string{"Required status.ports[0].name"}},
+			want: field.ErrorList{{Type: field.ErrorTypeRequired, Field: "status.ports[0].name"}}},
 		{name: "port out of range", mutate: func(o *gpu.Instance) { o.Status.Ports[0].Port = 0 },
-			want: []string{"Invalid status.ports[0].port"}},
+			want: field.ErrorList{{Type: field.ErrorTypeInvalid, Field: "status.ports[0].port"}}},
 		{name: "nodePort out of range", mutate: func(o *gpu.Instance) {
 			o.Status.Ports[0].NodePort = -1
 			o.Status.Ports[1].NodePort = 65536
-		}, want: []string{"Invalid status.ports[0].nodePort", "Invalid status.ports[1].nodePort"}},
+		}, want: field.ErrorList{{Type: field.ErrorTypeInvalid, Field: "status.ports[0].nodePort"}, {Type: field.ErrorTypeInvalid, Field: "status.ports[1].nodePort"}}},
 		{name: "port protocol unknown", mutate: func(o *gpu.Instance) { o.Status.Ports[0].Protocol = "ICMP" },
-			want: []string{"NotSupported status.ports[0].protocol"}},
+			want: field.ErrorList{{Type: field.ErrorTypeNotSupported, Field: "status.ports[0].protocol"}}},
 		{name: "allocation device missing", mutate: func(o *gpu.Instance) { o.Status.Allocations[0].Device = "" },
-			want: []string{"Required status.allocations[0].device"}},
+			want: field.ErrorList{{Type: field.ErrorTypeRequired, Field: "status.allocations[0].device"}}},
 		{name: "allocation mode missing", mutate: func(o *gpu.Instance) { o.Status.Allocations[0].Mode = "" },
-			want: []string{"Required status.allocations[0].mode"}},
+			want: field.ErrorList{{Type: field.ErrorTypeRequired, Field: "status.allocations[0].mode"}}},
 		{name: "allocation mode unknown", mutate: func(o *gpu.Instance) { o.Status.Allocations[0].Mode = "Shared" },
-			want: []string{"NotSupported status.allocations[0].mode"}},
+			want: field.ErrorList{{Type: field.ErrorTypeNotSupported, Field: "status.allocations[0].mode"}}},
 		{name: "allocation percents out of range", mutate: func(o *gpu.Instance) {
 			o.Status.Allocations[1].MemoryPercent = 101
 			o.Status.Allocations[1].CoresPercent = -1
-		}, want: []string{
-			"Invalid status.allocations[1].memoryPercent",
-			"Invalid status.allocations[1].coresPercent",
+		}, want: field.ErrorList{
+			{Type: field.ErrorTypeInvalid, Field: "status.allocations[1].memoryPercent"},
+			{Type: field.ErrorTypeInvalid, Field: "status.allocations[1].coresPercent"},
 		}},
 		{name: "allocation profile invalid", mutate: func(o *gpu.Instance) { o.Status.Allocations[2].Profile = "1G.10GB" },
-			want: []string{"Invalid status.allocations[2].profile"}},
+			want: field.ErrorList{{Type: field.ErrorTypeInvalid, Field: "status.allocations[2].profile"}}},
 		{name: "metadata update rules apply", mutate: func(o *gpu.Instance) { o.Name = "train-2" },
-			want: []string{"Invalid metadata.name"}},
+			want: field.ErrorList{{Type: field.ErrorTypeInvalid, Field: "metadata.name"}}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -475,21 +477,21 @@ func TestValidateInstanceLogOptions(t *testing.T) {
 	cases := []struct {
 		name string
 		opts gpu.InstanceLogOptions
-		want []string
+		want field.ErrorList
 	}{
 		{name: "empty"},
 		{name: "every option", opts: gpu.InstanceLogOptions{
 			Container: "ssh", Follow: true, Previous: true, Timestamps: true,
-			SinceSeconds: ptrTo(int64(60)), TailLines: ptrTo(int64(0)), LimitBytes: ptrTo(int64(1)),
+			SinceSeconds: ptr.To(int64(60)), TailLines: ptr.To(int64(0)), LimitBytes: ptr.To(int64(1)),
 		}},
 		{name: "container is a DNS label", opts: gpu.InstanceLogOptions{Container: "Main_1"},
-			want: []string{"Invalid container"}},
-		{name: "sinceSeconds of 0", opts: gpu.InstanceLogOptions{SinceSeconds: ptrTo(int64(0))},
-			want: []string{"Invalid sinceSeconds"}},
-		{name: "negative tailLines", opts: gpu.InstanceLogOptions{TailLines: ptrTo(int64(-1))},
-			want: []string{"Invalid tailLines"}},
-		{name: "limitBytes of 0", opts: gpu.InstanceLogOptions{LimitBytes: ptrTo(int64(0))},
-			want: []string{"Invalid limitBytes"}},
+			want: field.ErrorList{{Type: field.ErrorTypeInvalid, Field: "container"}}},
+		{name: "sinceSeconds of 0", opts: gpu.InstanceLogOptions{SinceSeconds: ptr.To(int64(0))},
+			want: field.ErrorList{{Type: field.ErrorTypeInvalid, Field: "sinceSeconds"}}},
+		{name: "negative tailLines", opts: gpu.InstanceLogOptions{TailLines: ptr.To(int64(-1))},
+			want: field.ErrorList{{Type: field.ErrorTypeInvalid, Field: "tailLines"}}},
+		{name: "limitBytes of 0", opts: gpu.InstanceLogOptions{LimitBytes: ptr.To(int64(0))},
+			want: field.ErrorList{{Type: field.ErrorTypeInvalid, Field: "limitBytes"}}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -6,6 +6,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/utils/ptr"
 
 	"kiln.dev/kiln/pkg/apis/gpu"
 )
@@ -41,7 +43,7 @@ func validInstanceType() *gpu.InstanceType {
 			Tolerations: []corev1.Toleration{
 				{Key: "nvidia.com/gpu", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule},
 			},
-			RuntimeClassName: ptrTo("nvidia"),
+			RuntimeClassName: ptr.To("nvidia"),
 			NamespaceSelector: &metav1.LabelSelector{
 				MatchLabels: map[string]string{"kiln.dev/gpu": "true"},
 			},
@@ -70,7 +72,7 @@ func TestValidateInstanceType(t *testing.T) {
 	cases := []struct {
 		name   string
 		mutate func(*gpu.InstanceType)
-		want   []string
+		want   field.ErrorList
 	}{
 		// Accepted.
 		{name: "valid", mutate: func(*gpu.InstanceType) {}},
@@ -107,7 +109,7 @@ func TestValidateInstanceType(t *testing.T) {
 			o.Spec.Tolerations = []corev1.Toleration{
 				{Key: "dedicated", Operator: corev1.TolerationOpEqual, Value: "gpu", Effect: corev1.TaintEffectPreferNoSchedule},
 				{Key: "dedicated", Value: "gpu"},
-				{Key: "node.kubernetes.io/unreachable", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute, TolerationSeconds: ptrTo(int64(300))},
+				{Key: "node.kubernetes.io/unreachable", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute, TolerationSeconds: ptr.To(int64(300))},
 			}
 		}},
 		{name: "namespaceSelector with expressions", mutate: func(o *gpu.InstanceType) {
@@ -118,52 +120,52 @@ func TestValidateInstanceType(t *testing.T) {
 
 		// Metadata.
 		{name: "no name", mutate: func(o *gpu.InstanceType) { o.Name = "" },
-			want: []string{"Required metadata.name"}},
+			want: field.ErrorList{{Type: field.ErrorTypeRequired, Field: "metadata.name"}}},
 		{name: "name not a DNS subdomain", mutate: func(o *gpu.InstanceType) { o.Name = "H100_80GB" },
-			want: []string{"Invalid metadata.name"}},
+			want: field.ErrorList{{Type: field.ErrorTypeInvalid, Field: "metadata.name"}}},
 		{name: "cluster-scoped", mutate: func(o *gpu.InstanceType) { o.Namespace = "default" },
-			want: []string{"Forbidden metadata.namespace"}},
+			want: field.ErrorList{{Type: field.ErrorTypeForbidden, Field: "metadata.namespace"}}},
 		{name: "bad label", mutate: func(o *gpu.InstanceType) { o.Labels = map[string]string{"bad key": "x"} },
-			want: []string{"Invalid metadata.labels"}},
+			want: field.ErrorList{{Type: field.ErrorTypeInvalid, Field: "metadata.labels"}}},
 
 		// displayName.
 		{name: "displayName too long", mutate: func(o *gpu.InstanceType) { o.Spec.DisplayName = strings.Repeat("x", 257) },
-			want: []string{"TooLong spec.displayName"}},
+			want: field.ErrorList{{Type: field.ErrorTypeTooLong, Field: "spec.displayName"}}},
 
 		// accelerator.
 		{name: "vendor missing", mutate: func(o *gpu.InstanceType) { o.Spec.Accelerator.Vendor = "" },
-			want: []string{"Required spec.accelerator.vendor"}},
+			want: field.ErrorList{{Type: field.ErrorTypeRequired, Field: "spec.accelerator.vendor"}}},
 		{name: "vendor not a DNS label", mutate: func(o *gpu.InstanceType) { o.Spec.Accelerator.Vendor = "NVIDIA" },
-			want: []string{"Invalid spec.accelerator.vendor"}},
+			want: field.ErrorList{{Type: field.ErrorTypeInvalid, Field: "spec.accelerator.vendor"}}},
 		{name: "model missing", mutate: func(o *gpu.InstanceType) { o.Spec.Accelerator.Model = "" },
-			want: []string{"Required spec.accelerator.model"}},
+			want: field.ErrorList{{Type: field.ErrorTypeRequired, Field: "spec.accelerator.model"}}},
 		{name: "model too long", mutate: func(o *gpu.InstanceType) { o.Spec.Accelerator.Model = strings.Repeat("m", 257) },
-			want: []string{"TooLong spec.accelerator.model"}},
+			want: field.ErrorList{{Type: field.ErrorTypeTooLong, Field: "spec.accelerator.model"}}},
 		{name: "memory missing", mutate: func(o *gpu.InstanceType) { o.Spec.Accelerator.Memory = qty("0") },
-			want: []string{"Required spec.accelerator.memory"}},
+			want: field.ErrorList{{Type: field.ErrorTypeRequired, Field: "spec.accelerator.memory"}}},
 		{name: "memory negative", mutate: func(o *gpu.InstanceType) { o.Spec.Accelerator.Memory = qty("-80Gi") },
-			want: []string{"Invalid spec.accelerator.memory"}},
+			want: field.ErrorList{{Type: field.ErrorTypeInvalid, Field: "spec.accelerator.memory"}}},
 		{name: "maxPerInstance zero", mutate: func(o *gpu.InstanceType) { o.Spec.Accelerator.MaxPerInstance = 0 },
-			want: []string{"Invalid spec.accelerator.maxPerInstance"}},
+			want: field.ErrorList{{Type: field.ErrorTypeInvalid, Field: "spec.accelerator.maxPerInstance"}}},
 		{name: "maxPerInstance too high", mutate: func(o *gpu.InstanceType) { o.Spec.Accelerator.MaxPerInstance = 65 },
-			want: []string{"Invalid spec.accelerator.maxPerInstance"}},
+			want: field.ErrorList{{Type: field.ErrorTypeInvalid, Field: "spec.accelerator.maxPerInstance"}}},
 		{name: "no sharing mode", mutate: func(o *gpu.InstanceType) {
 			o.Spec.Accelerator.Exclusive = nil
 			o.Spec.Accelerator.Sliced = nil
 			o.Spec.Accelerator.Partitions = nil
-		}, want: []string{"Required spec.accelerator"}},
+		}, want: field.ErrorList{{Type: field.ErrorTypeRequired, Field: "spec.accelerator"}}},
 		{name: "exclusive resourceName missing (unknown vendor)", mutate: func(o *gpu.InstanceType) {
 			o.Spec.Accelerator.Vendor = "acme"
 			o.Spec.Accelerator.Exclusive.ResourceName = ""
-		}, want: []string{"Required spec.accelerator.exclusive.resourceName"}},
+		}, want: field.ErrorList{{Type: field.ErrorTypeRequired, Field: "spec.accelerator.exclusive.resourceName"}}},
 		{name: "exclusive resourceName not a qualified name", mutate: func(o *gpu.InstanceType) {
 			o.Spec.Accelerator.Exclusive.ResourceName = "nvidia.com/gpu!"
-		}, want: []string{"Invalid spec.accelerator.exclusive.resourceName"}},
+		}, want: field.ErrorList{{Type: field.ErrorTypeInvalid, Field: "spec.accelerator.exclusive.resourceName"}}},
 		{name: "sliced resource names missing", mutate: func(o *gpu.InstanceType) { o.Spec.Accelerator.Sliced = &gpu.SlicedSharing{} },
-			want: []string{
-				"Required spec.accelerator.sliced.resourceName",
-				"Required spec.accelerator.sliced.memoryPercentResourceName",
-				"Required spec.accelerator.sliced.coresResourceName",
+			want: field.ErrorList{
+				{Type: field.ErrorTypeRequired, Field: "spec.accelerator.sliced.resourceName"},
+				{Type: field.ErrorTypeRequired, Field: "spec.accelerator.sliced.memoryPercentResourceName"},
+				{Type: field.ErrorTypeRequired, Field: "spec.accelerator.sliced.coresResourceName"},
 			}},
 		{name: "sliced resource names not qualified names", mutate: func(o *gpu.InstanceType) {
 			o.Spec.Accelerator.Sliced = &gpu.SlicedSharing{
@@ -171,93 +173,93 @@ func TestValidateInstanceType(t *testing.T) {
 				MemoryPercentResourceName: "nvidia.com/mem percent",
 				CoresResourceName:         "-cores",
 			}
-		}, want: []string{
-			"Invalid spec.accelerator.sliced.resourceName",
-			"Invalid spec.accelerator.sliced.memoryPercentResourceName",
-			"Invalid spec.accelerator.sliced.coresResourceName",
+		}, want: field.ErrorList{
+			{Type: field.ErrorTypeInvalid, Field: "spec.accelerator.sliced.resourceName"},
+			{Type: field.ErrorTypeInvalid, Field: "spec.accelerator.sliced.memoryPercentResourceName"},
+			{Type: field.ErrorTypeInvalid, Field: "spec.accelerator.sliced.coresResourceName"},
 		}},
 		{name: "partition name missing", mutate: func(o *gpu.InstanceType) { o.Spec.Accelerator.Partitions[0].Name = "" },
-			want: []string{"Required spec.accelerator.partitions[0].name"}},
+			want: field.ErrorList{{Type: field.ErrorTypeRequired, Field: "spec.accelerator.partitions[0].name"}}},
 		{name: "partition name not a profile", mutate: func(o *gpu.InstanceType) { o.Spec.Accelerator.Partitions[1].Name = "3G.40GB" },
-			want: []string{"Invalid spec.accelerator.partitions[1].name"}},
+			want: field.ErrorList{{Type: field.ErrorTypeInvalid, Field: "spec.accelerator.partitions[1].name"}}},
 		{name: "partition name starting with a dot", mutate: func(o *gpu.InstanceType) { o.Spec.Accelerator.Partitions[0].Name = ".1g" },
-			want: []string{"Invalid spec.accelerator.partitions[0].name"}},
+			want: field.ErrorList{{Type: field.ErrorTypeInvalid, Field: "spec.accelerator.partitions[0].name"}}},
 		{name: "partition name too long", mutate: func(o *gpu.InstanceType) { o.Spec.Accelerator.Partitions[0].Name = strings.Repeat("a", 64) },
-			want: []string{"TooLong spec.accelerator.partitions[0].name"}},
+			want: field.ErrorList{{Type: field.ErrorTypeTooLong, Field: "spec.accelerator.partitions[0].name"}}},
 		{name: "partition names duplicated", mutate: func(o *gpu.InstanceType) { o.Spec.Accelerator.Partitions[1].Name = "1g.10gb" },
-			want: []string{"Duplicate spec.accelerator.partitions[1].name"}},
+			want: field.ErrorList{{Type: field.ErrorTypeDuplicate, Field: "spec.accelerator.partitions[1].name"}}},
 		{name: "partition memory missing", mutate: func(o *gpu.InstanceType) { o.Spec.Accelerator.Partitions[0].Memory = qty("0") },
-			want: []string{"Required spec.accelerator.partitions[0].memory"}},
+			want: field.ErrorList{{Type: field.ErrorTypeRequired, Field: "spec.accelerator.partitions[0].memory"}}},
 		{name: "partition memory negative", mutate: func(o *gpu.InstanceType) { o.Spec.Accelerator.Partitions[0].Memory = qty("-10Gi") },
-			want: []string{"Invalid spec.accelerator.partitions[0].memory"}},
+			want: field.ErrorList{{Type: field.ErrorTypeInvalid, Field: "spec.accelerator.partitions[0].memory"}}},
 		{name: "partition memory above the card's", mutate: func(o *gpu.InstanceType) { o.Spec.Accelerator.Partitions[1].Memory = qty("81Gi") },
-			want: []string{"Invalid spec.accelerator.partitions[1].memory"}},
+			want: field.ErrorList{{Type: field.ErrorTypeInvalid, Field: "spec.accelerator.partitions[1].memory"}}},
 		{name: "partition memory equal to the card's", mutate: func(o *gpu.InstanceType) { o.Spec.Accelerator.Partitions[1].Memory = qty("80Gi") }},
 		{name: "partition resourceName missing", mutate: func(o *gpu.InstanceType) { o.Spec.Accelerator.Partitions[0].ResourceName = "" },
-			want: []string{"Required spec.accelerator.partitions[0].resourceName"}},
+			want: field.ErrorList{{Type: field.ErrorTypeRequired, Field: "spec.accelerator.partitions[0].resourceName"}}},
 		{name: "partition resourceName defaulted from a +me profile", mutate: func(o *gpu.InstanceType) {
 			o.Spec.Accelerator.Partitions[0].Name = "1g.10gb+me"
 			o.Spec.Accelerator.Partitions[0].ResourceName = "nvidia.com/mig-1g.10gb+me"
-		}, want: []string{"Invalid spec.accelerator.partitions[0].resourceName"}},
+		}, want: field.ErrorList{{Type: field.ErrorTypeInvalid, Field: "spec.accelerator.partitions[0].resourceName"}}},
 
 		// resourcesPerCard.
 		{name: "resourcesPerCard not positive", mutate: func(o *gpu.InstanceType) {
 			o.Spec.ResourcesPerCard = gpu.HostResources{CPU: qtyPtr("0"), Memory: qtyPtr("-1Gi"), EphemeralStorage: qtyPtr("0")}
-		}, want: []string{
-			"Invalid spec.resourcesPerCard.cpu",
-			"Invalid spec.resourcesPerCard.memory",
-			"Invalid spec.resourcesPerCard.ephemeralStorage",
+		}, want: field.ErrorList{
+			{Type: field.ErrorTypeInvalid, Field: "spec.resourcesPerCard.cpu"},
+			{Type: field.ErrorTypeInvalid, Field: "spec.resourcesPerCard.memory"},
+			{Type: field.ErrorTypeInvalid, Field: "spec.resourcesPerCard.ephemeralStorage"},
 		}},
 
 		// nodeSelector, tolerations, runtimeClassName, namespaceSelector, hold.
 		{name: "nodeSelector key invalid", mutate: func(o *gpu.InstanceType) { o.Spec.NodeSelector = map[string]string{"gpu product": "h100"} },
-			want: []string{"Invalid spec.nodeSelector"}},
+			want: field.ErrorList{{Type: field.ErrorTypeInvalid, Field: "spec.nodeSelector"}}},
 		{name: "nodeSelector value invalid", mutate: func(o *gpu.InstanceType) { o.Spec.NodeSelector = map[string]string{"gpu": "H100 80GB"} },
-			want: []string{"Invalid spec.nodeSelector"}},
+			want: field.ErrorList{{Type: field.ErrorTypeInvalid, Field: "spec.nodeSelector"}}},
 		{name: "toleration operator unknown", mutate: func(o *gpu.InstanceType) { o.Spec.Tolerations[0].Operator = "In" },
-			want: []string{"NotSupported spec.tolerations[0].operator"}},
+			want: field.ErrorList{{Type: field.ErrorTypeNotSupported, Field: "spec.tolerations[0].operator"}}},
 		{name: "toleration effect unknown", mutate: func(o *gpu.InstanceType) { o.Spec.Tolerations[0].Effect = "NoRun" },
-			want: []string{"NotSupported spec.tolerations[0].effect"}},
+			want: field.ErrorList{{Type: field.ErrorTypeNotSupported, Field: "spec.tolerations[0].effect"}}},
 		{name: "toleration key invalid", mutate: func(o *gpu.InstanceType) { o.Spec.Tolerations[0].Key = "nvidia.com/gpu!" },
-			want: []string{"Invalid spec.tolerations[0].key"}},
+			want: field.ErrorList{{Type: field.ErrorTypeInvalid, Field: "spec.tolerations[0].key"}}},
 		{name: "toleration Exists with a value", mutate: func(o *gpu.InstanceType) { o.Spec.Tolerations[0].Value = "present" },
-			want: []string{"Invalid spec.tolerations[0].value"}},
+			want: field.ErrorList{{Type: field.ErrorTypeInvalid, Field: "spec.tolerations[0].value"}}},
 		{name: "toleration empty key with Equal", mutate: func(o *gpu.InstanceType) {
 			o.Spec.Tolerations[0] = corev1.Toleration{Operator: corev1.TolerationOpEqual, Value: "x"}
-		}, want: []string{"Invalid spec.tolerations[0].operator"}},
+		}, want: field.ErrorList{{Type: field.ErrorTypeInvalid, Field: "spec.tolerations[0].operator"}}},
 		{name: "toleration empty key with empty operator", mutate: func(o *gpu.InstanceType) {
 			o.Spec.Tolerations[0] = corev1.Toleration{}
-		}, want: []string{"Invalid spec.tolerations[0].operator"}},
+		}, want: field.ErrorList{{Type: field.ErrorTypeInvalid, Field: "spec.tolerations[0].operator"}}},
 		{name: "toleration Equal with an invalid value", mutate: func(o *gpu.InstanceType) {
 			o.Spec.Tolerations[0] = corev1.Toleration{Key: "dedicated", Operator: corev1.TolerationOpEqual, Value: "not a label value"}
-		}, want: []string{"Invalid spec.tolerations[0].value"}},
+		}, want: field.ErrorList{{Type: field.ErrorTypeInvalid, Field: "spec.tolerations[0].value"}}},
 		{name: "toleration seconds without NoExecute", mutate: func(o *gpu.InstanceType) {
-			o.Spec.Tolerations[0].TolerationSeconds = ptrTo(int64(60))
-		}, want: []string{"Invalid spec.tolerations[0].effect"}},
+			o.Spec.Tolerations[0].TolerationSeconds = ptr.To(int64(60))
+		}, want: field.ErrorList{{Type: field.ErrorTypeInvalid, Field: "spec.tolerations[0].effect"}}},
 		{name: "second toleration is indexed", mutate: func(o *gpu.InstanceType) {
 			o.Spec.Tolerations = append(o.Spec.Tolerations, corev1.Toleration{Key: "a", Operator: "Gt", Effect: "Never"})
-		}, want: []string{"NotSupported spec.tolerations[1].operator", "NotSupported spec.tolerations[1].effect"}},
-		{name: "runtimeClassName invalid", mutate: func(o *gpu.InstanceType) { o.Spec.RuntimeClassName = ptrTo("Nvidia_Runtime") },
-			want: []string{"Invalid spec.runtimeClassName"}},
-		{name: "runtimeClassName empty", mutate: func(o *gpu.InstanceType) { o.Spec.RuntimeClassName = ptrTo("") },
-			want: []string{"Invalid spec.runtimeClassName"}},
+		}, want: field.ErrorList{{Type: field.ErrorTypeNotSupported, Field: "spec.tolerations[1].operator"}, {Type: field.ErrorTypeNotSupported, Field: "spec.tolerations[1].effect"}}},
+		{name: "runtimeClassName invalid", mutate: func(o *gpu.InstanceType) { o.Spec.RuntimeClassName = ptr.To("Nvidia_Runtime") },
+			want: field.ErrorList{{Type: field.ErrorTypeInvalid, Field: "spec.runtimeClassName"}}},
+		{name: "runtimeClassName empty", mutate: func(o *gpu.InstanceType) { o.Spec.RuntimeClassName = ptr.To("") },
+			want: field.ErrorList{{Type: field.ErrorTypeInvalid, Field: "spec.runtimeClassName"}}},
 		{name: "namespaceSelector matchLabels invalid", mutate: func(o *gpu.InstanceType) {
 			o.Spec.NamespaceSelector.MatchLabels = map[string]string{"team": "ML team"}
-		}, want: []string{"Invalid spec.namespaceSelector.matchLabels"}},
+		}, want: field.ErrorList{{Type: field.ErrorTypeInvalid, Field: "spec.namespaceSelector.matchLabels"}}},
 		{name: "namespaceSelector In without values", mutate: func(o *gpu.InstanceType) {
 			o.Spec.NamespaceSelector.MatchExpressions = []metav1.LabelSelectorRequirement{{Key: "team", Operator: metav1.LabelSelectorOpIn}}
-		}, want: []string{"Required spec.namespaceSelector.matchExpressions[0].values"}},
+		}, want: field.ErrorList{{Type: field.ErrorTypeRequired, Field: "spec.namespaceSelector.matchExpressions[0].values"}}},
 		{name: "hold unknown", mutate: func(o *gpu.InstanceType) { o.Spec.Hold = "Pause" },
-			want: []string{"NotSupported spec.hold"}},
+			want: field.ErrorList{{Type: field.ErrorTypeNotSupported, Field: "spec.hold"}}},
 
 		{name: "several errors at once", mutate: func(o *gpu.InstanceType) {
 			o.Spec.Accelerator.Vendor = ""
 			o.Spec.Accelerator.MaxPerInstance = -1
 			o.Spec.Hold = "hold"
-		}, want: []string{
-			"Required spec.accelerator.vendor",
-			"Invalid spec.accelerator.maxPerInstance",
-			"NotSupported spec.hold",
+		}, want: field.ErrorList{
+			{Type: field.ErrorTypeRequired, Field: "spec.accelerator.vendor"},
+			{Type: field.ErrorTypeInvalid, Field: "spec.accelerator.maxPerInstance"},
+			{Type: field.ErrorTypeNotSupported, Field: "spec.hold"},
 		}},
 	}
 	for _, tc := range cases {
@@ -273,7 +275,7 @@ func TestValidateInstanceTypeUpdate(t *testing.T) {
 	cases := []struct {
 		name   string
 		mutate func(*gpu.InstanceType)
-		want   []string
+		want   field.ErrorList
 	}{
 		{name: "unchanged", mutate: func(*gpu.InstanceType) {}},
 		{name: "spec may change", mutate: func(o *gpu.InstanceType) {
@@ -284,13 +286,13 @@ func TestValidateInstanceTypeUpdate(t *testing.T) {
 		}},
 		{name: "accelerator may go", mutate: func(o *gpu.InstanceType) { o.Spec.Accelerator = nil }},
 		{name: "new spec is validated", mutate: func(o *gpu.InstanceType) { o.Spec.Hold = "Pause" },
-			want: []string{"NotSupported spec.hold"}},
+			want: field.ErrorList{{Type: field.ErrorTypeNotSupported, Field: "spec.hold"}}},
 		{name: "name is immutable", mutate: func(o *gpu.InstanceType) { o.Name = "a100" },
-			want: []string{"Invalid metadata.name"}},
+			want: field.ErrorList{{Type: field.ErrorTypeInvalid, Field: "metadata.name"}}},
 		{name: "resourceVersion required", mutate: func(o *gpu.InstanceType) { o.ResourceVersion = "" },
-			want: []string{"Invalid metadata.resourceVersion"}},
+			want: field.ErrorList{{Type: field.ErrorTypeInvalid, Field: "metadata.resourceVersion"}}},
 		{name: "new labels are validated", mutate: func(o *gpu.InstanceType) { o.Labels = map[string]string{"a": "b c"} },
-			want: []string{"Invalid metadata.labels"}},
+			want: field.ErrorList{{Type: field.ErrorTypeInvalid, Field: "metadata.labels"}}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -307,7 +309,7 @@ func TestValidateInstanceTypeStatusUpdate(t *testing.T) {
 	cases := []struct {
 		name   string
 		mutate func(*gpu.InstanceType)
-		want   []string
+		want   field.ErrorList
 	}{
 		{name: "valid", mutate: func(*gpu.InstanceType) {}},
 		{name: "empty status", mutate: func(o *gpu.InstanceType) { o.Status = gpu.InstanceTypeStatus{} }},
@@ -315,40 +317,40 @@ func TestValidateInstanceTypeStatusUpdate(t *testing.T) {
 		{name: "spec is not checked here", mutate: func(o *gpu.InstanceType) { o.Spec.Hold = "Pause" }},
 
 		{name: "phase unknown", mutate: func(o *gpu.InstanceType) { o.Status.Phase = "Ready" },
-			want: []string{"NotSupported status.phase"}},
+			want: field.ErrorList{{Type: field.ErrorTypeNotSupported, Field: "status.phase"}}},
 		{name: "negative counts", mutate: func(o *gpu.InstanceType) {
 			o.Status.Capacity.Nodes = -1
 			o.Status.Capacity.Cards = -1
 			o.Status.Capacity.FreeCards = -1
-		}, want: []string{
-			"Invalid status.capacity.nodes",
-			"Invalid status.capacity.cards",
-			"Invalid status.capacity.freeCards",
+		}, want: field.ErrorList{
+			{Type: field.ErrorTypeInvalid, Field: "status.capacity.nodes"},
+			{Type: field.ErrorTypeInvalid, Field: "status.capacity.cards"},
+			{Type: field.ErrorTypeInvalid, Field: "status.capacity.freeCards"},
 		}},
 		{name: "more free cards than cards", mutate: func(o *gpu.InstanceType) { o.Status.Capacity.FreeCards = 17 },
-			want: []string{"Invalid status.capacity.freeCards"}},
+			want: field.ErrorList{{Type: field.ErrorTypeInvalid, Field: "status.capacity.freeCards"}}},
 		{name: "partition name missing", mutate: func(o *gpu.InstanceType) { o.Status.Capacity.Partitions[0].Name = "" },
-			want: []string{"Required status.capacity.partitions[0].name"}},
+			want: field.ErrorList{{Type: field.ErrorTypeRequired, Field: "status.capacity.partitions[0].name"}}},
 		{name: "partition names duplicated", mutate: func(o *gpu.InstanceType) { o.Status.Capacity.Partitions[1].Name = "1g.10gb" },
-			want: []string{"Duplicate status.capacity.partitions[1].name"}},
+			want: field.ErrorList{{Type: field.ErrorTypeDuplicate, Field: "status.capacity.partitions[1].name"}}},
 		{name: "partition counts negative", mutate: func(o *gpu.InstanceType) {
 			o.Status.Capacity.Partitions[1].Total = -1
 			o.Status.Capacity.Partitions[1].Free = -1
-		}, want: []string{
-			"Invalid status.capacity.partitions[1].total",
-			"Invalid status.capacity.partitions[1].free",
+		}, want: field.ErrorList{
+			{Type: field.ErrorTypeInvalid, Field: "status.capacity.partitions[1].total"},
+			{Type: field.ErrorTypeInvalid, Field: "status.capacity.partitions[1].free"},
 		}},
 		{name: "more free partitions than partitions", mutate: func(o *gpu.InstanceType) { o.Status.Capacity.Partitions[0].Free = 15 },
-			want: []string{"Invalid status.capacity.partitions[0].free"}},
+			want: field.ErrorList{{Type: field.ErrorTypeInvalid, Field: "status.capacity.partitions[0].free"}}},
 		{name: "condition without reason", mutate: func(o *gpu.InstanceType) { o.Status.Conditions[0].Reason = "" },
-			want: []string{"Required status.conditions[0].reason"}},
+			want: field.ErrorList{{Type: field.ErrorTypeRequired, Field: "status.conditions[0].reason"}}},
 		{name: "conditions duplicated", mutate: func(o *gpu.InstanceType) {
 			o.Status.Conditions = append(o.Status.Conditions, condition("Ready"))
-		}, want: []string{"Duplicate status.conditions[1]"}},
+		}, want: field.ErrorList{{Type: field.ErrorTypeDuplicate, Field: "status.conditions[1]"}}},
 		{name: "observedGeneration negative", mutate: func(o *gpu.InstanceType) { o.Status.ObservedGeneration = -1 },
-			want: []string{"Invalid status.observedGeneration"}},
+			want: field.ErrorList{{Type: field.ErrorTypeInvalid, Field: "status.observedGeneration"}}},
 		{name: "metadata update rules apply", mutate: func(o *gpu.InstanceType) { o.ResourceVersion = "" },
-			want: []string{"Invalid metadata.resourceVersion"}},
+			want: field.ErrorList{{Type: field.ErrorTypeInvalid, Field: "metadata.resourceVersion"}}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

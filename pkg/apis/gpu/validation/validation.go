@@ -26,9 +26,6 @@ const (
 	// maxProfileNameLength is the length of a label value: profile names
 	// end up in node labels and resource names.
 	maxProfileNameLength = 63
-	// defaultWorkspaceMountPath is where the workspace goes when
-	// spec.workspace.mountPath is empty; it has to match the controller.
-	defaultWorkspaceMountPath = "/workspace"
 )
 
 // profileNameRegexp matches NVIDIA MIG profile names such as "1g.10gb" and
