@@ -1,3 +1,5 @@
+//go:build integration
+
 package apiserver_test
 
 import (
@@ -594,7 +596,7 @@ func TestServerSideApply(t *testing.T) {
 	// Status written through /status is not owned by the main endpoint's manager.
 	got, _ := insts.Get(c, "notebook", metav1.GetOptions{})
 	for _, mf := range got.ManagedFields {
-		if mf.Subresource == "" && strings.Contains(string(mf.FieldsV1.Raw), `"f:status"`) {
+		if mf.Subresource == "" && strings.Contains(mf.FieldsV1.GetRawString(), `"f:status"`) {
 			t.Errorf("manager %s of the main endpoint owns status fields", mf.Manager)
 		}
 	}

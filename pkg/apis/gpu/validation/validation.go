@@ -77,10 +77,10 @@ func validateOptionalDNSSubdomain(name string, fldPath *field.Path) field.ErrorL
 }
 
 // validateQualifiedName checks an extended resource name such as
-// "nvidia.com/gpu".
+// "nvidia.com/gpu": a qualified name, the syntax of a label key.
 func validateQualifiedName(name string, fldPath *field.Path) field.ErrorList {
 	var allErrs field.ErrorList
-	for _, msg := range content.IsQualifiedName(name) {
+	for _, msg := range content.IsLabelKey(name) {
 		allErrs = append(allErrs, field.Invalid(fldPath, name, msg))
 	}
 	return allErrs

@@ -1,3 +1,5 @@
+//go:build integration
+
 package budget_test
 
 import (
@@ -434,7 +436,7 @@ func waitFor(t *testing.T, within time.Duration, cond func() bool, what string) 
 	}
 }
 
-// TestChargeKeys: every key is charged as DESIGN.md says, several Budgets
+// TestChargeKeys: every key is charged as docs/architecture.md says, several Budgets
 // all apply, and a write one of them refuses is charged to none.
 func TestChargeKeys(t *testing.T) {
 	t.Parallel()

@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# Runs staticcheck (its default checks, which include unused code) over the
+# main module and the test/ module. Generated code is left out: it is
+# regenerated, not edited. STATICCHECK is the binary the Makefile builds.
+set -o errexit -o nounset -o pipefail
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+STATICCHECK=${STATICCHECK:-${ROOT}/_output/bin/staticcheck}
+
+cd "${ROOT}"
+"${STATICCHECK}" -tags integration $(go list -tags integration ./... | grep -v "^kiln.dev/kiln/pkg/generated/")
+cd test
+"${STATICCHECK}" ./...
+echo "staticcheck: clean"
