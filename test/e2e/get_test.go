@@ -7,7 +7,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -112,8 +114,23 @@ func TestWatch(t *testing.T) {
 			mu.Unlock()
 		}
 	}()
-	// Let the watch establish before the first change.
-	time.Sleep(3 * time.Second)
+	// The watch is established once it reports a change: touch a stopped
+	// sentinel Instance (no Pod, no capacity) until it does. Its events
+	// may sit between the others; the check below allows that.
+	sentinel := strings.Replace(instance("w0-sentinel", ns, "h100", "busybox:1"), "spec:\n", "spec:\n  stopped: true\n", 1)
+	mustKubectl(t, admin(), sentinel, "create", "-f", "-")
+	err = wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, 60*time.Second, true, func(context.Context) (bool, error) {
+		mu.Lock()
+		established := slices.ContainsFunc(seen, func(e event) bool { return e.name == "w0-sentinel" })
+		mu.Unlock()
+		if !established {
+			mustKubectl(t, admin(), "", "label", "instance", "w0-sentinel", "-n", ns, "--overwrite", "touched="+strconv.FormatInt(time.Now().UnixNano(), 10))
+		}
+		return established, nil
+	})
+	if err != nil {
+		t.Fatalf("the watch reported no change of the sentinel within 60 s: %s", stderr.String())
+	}
 
 	// Each change reads back the resourceVersion its own write produced
 	// (a later GET could see the controller's writes on top). Labels and

@@ -173,9 +173,10 @@ func TestContendedCreates(t *testing.T) {
 	}
 }
 
-// TestContendedMix: concurrent creates, stops, starts and deletes. At no
-// point are more than 8 cards running, and afterwards used equals a
-// recount of the stored Instances.
+// TestContendedMix: concurrent creates, stops, starts and deletes. After
+// every write that succeeds, the stored Instances hold no more than 8 cards
+// and 6 running Instances; every refusal is one the race explains; and
+// afterwards used equals a recount of the stored Instances.
 func TestContendedMix(t *testing.T) {
 	t.Parallel()
 	const ns, limit = "mix", 8
@@ -185,28 +186,27 @@ func TestContendedMix(t *testing.T) {
 	})
 	instances := client.GpuV1alpha1().Instances(ns)
 	var (
-		wg      sync.WaitGroup
-		created atomic.Int32
-		stop    = make(chan struct{})
+		wg              sync.WaitGroup
+		created, writes atomic.Int32
 	)
-	// Sample the stored state while the writers run.
-	var overs atomic.Int32
-	go func() {
-		for {
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			list, err := instances.List(context.Background(), metav1.ListOptions{})
-			if err == nil {
-				if cards, n := runningCards(list.Items); cards > limit || n > 6 {
-					overs.Add(1)
-				}
-			}
-			time.Sleep(20 * time.Millisecond)
+	// checkStored reads the stored Instances (a consistent list) after a
+	// write and fails on any over-commit.
+	checkStored := func(after string) {
+		list, err := instances.List(context.Background(), metav1.ListOptions{})
+		if err != nil {
+			t.Errorf("listing after %s: %v", after, err)
+			return
 		}
-	}()
+		if cards, n := runningCards(list.Items); cards > limit || n > 6 {
+			t.Errorf("after %s: %d cards in %d running Instances stored, budget is %d cards and 6 Instances", after, cards, n, limit)
+		}
+	}
+	// expected says whether a refusal is one the race explains: the name
+	// taken or gone, a write that lost a compare-and-swap, or the budget.
+	expected := func(err error) bool {
+		return apierrors.IsAlreadyExists(err) || apierrors.IsNotFound(err) || apierrors.IsConflict(err) ||
+			(apierrors.IsForbidden(err) && strings.Contains(err.Error(), `exceeds budget "team"`))
+	}
 	for w := range 10 {
 		wg.Add(1)
 		go func() {
@@ -214,31 +214,37 @@ func TestContendedMix(t *testing.T) {
 			r := rand.New(rand.NewPCG(uint64(w), 42))
 			for range 40 {
 				name := fmt.Sprintf("m-%d", r.IntN(12))
+				var op string
+				var err error
 				switch r.IntN(4) {
 				case 0:
+					op = "create of " + name
 					cards := int32(1 + r.IntN(3))
-					if _, err := instances.Create(context.Background(), instance(ns, name, "h100", cards), metav1.CreateOptions{}); err == nil {
+					if _, err = instances.Create(context.Background(), instance(ns, name, "h100", cards), metav1.CreateOptions{}); err == nil {
 						created.Add(1)
 					}
 				case 1, 2:
-					// stop or start
-					cur, err := instances.Get(context.Background(), name, metav1.GetOptions{})
-					if err != nil {
-						continue
+					op = "stop or start of " + name
+					var cur *gpuv1.Instance
+					if cur, err = instances.Get(context.Background(), name, metav1.GetOptions{}); err == nil {
+						cur.Spec.Stopped = !cur.Spec.Stopped
+						_, err = instances.Update(context.Background(), cur, metav1.UpdateOptions{})
 					}
-					cur.Spec.Stopped = !cur.Spec.Stopped
-					_, _ = instances.Update(context.Background(), cur, metav1.UpdateOptions{})
 				case 3:
-					_ = instances.Delete(context.Background(), name, metav1.DeleteOptions{})
+					op = "delete of " + name
+					err = instances.Delete(context.Background(), name, metav1.DeleteOptions{})
+				}
+				switch {
+				case err == nil:
+					writes.Add(1)
+					checkStored(op)
+				case !expected(err):
+					t.Errorf("%s: unexpected error %v", op, err)
 				}
 			}
 		}()
 	}
 	wg.Wait()
-	close(stop)
-	if n := overs.Load(); n > 0 {
-		t.Errorf("%d samples saw more than %d cards or 6 Instances running", n, limit)
-	}
 	if created.Load() == 0 {
 		t.Fatal("no create was admitted: the mix exercised nothing")
 	}
@@ -247,7 +253,7 @@ func TestContendedMix(t *testing.T) {
 		t.Fatal(err)
 	}
 	cards, n := runningCards(list.Items)
-	t.Logf("%d creates admitted; %d Instances stored, %d running with %d cards", created.Load(), len(list.Items), n, cards)
+	t.Logf("%d writes, %d of them creates; %d Instances stored, %d running with %d cards", writes.Load(), created.Load(), len(list.Items), n, cards)
 	// Creates that lost a name to another writer were charged, then failed
 	// in storage; their charges go when they expire, within a minute.
 	waitSettled(t, ns, "team", gpuv1.BudgetAccelerators, fmt.Sprint(cards), time.Minute)
