@@ -100,23 +100,11 @@ func NewReconciler(client versioned.Interface, f informers.SharedInformerFactory
 	return r, nil
 }
 
-// object is what the reconciler watches: Budgets, Instances and Claims.
-type object interface {
-	comparable
-	metav1.Object
-}
-
 // byNamespace queues the namespace of every change.
-func byNamespace[O object](r *Reconciler) cache.TypedResourceEventHandlerFuncs[O] {
-	return cache.TypedResourceEventHandlerFuncs[O]{
-		AddFunc: func(o O) { r.enqueueNamespace(o.GetNamespace()) },
-		UpdateFunc: func(old, o O) {
-			if old.GetResourceVersion() != o.GetResourceVersion() {
-				r.enqueueNamespace(o.GetNamespace())
-			}
-		},
-		DeleteFunc: func(d cache.DeletedObject[O]) { r.enqueueNamespace(d.GetNamespace()) },
-	}
+func byNamespace[O queue.Object](r *Reconciler) cache.TypedResourceEventHandlerFuncs[O] {
+	return queue.Handler(
+		func(o O) { r.enqueueNamespace(o.GetNamespace()) },
+		func(d cache.DeletedObject[O]) { r.enqueueNamespace(d.GetNamespace()) })
 }
 
 // enqueueNamespace queues a namespace that has Budgets; only those have

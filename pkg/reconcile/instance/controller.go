@@ -132,49 +132,16 @@ func NewController(
 		return nil, fmt.Errorf("indexing instances for the %s controller: %w", ControllerName, err)
 	}
 
-	if err := queue.Watch(c.queue, instanceInformer, kilninformers.InstanceHandlerFuncs{
-		AddFunc: func(inst *v1alpha1.Instance) { c.queue.Add(cache.MetaObjectToName(inst)) },
-		UpdateFunc: func(old, inst *v1alpha1.Instance) {
-			if old.ResourceVersion != inst.ResourceVersion {
-				c.queue.Add(cache.MetaObjectToName(inst))
-			}
-		},
-		DeleteFunc: func(d kilninformers.DeletedInstance) { c.queue.Add(d.GetObjectName()) },
-	}); err != nil {
+	if err := queue.Watch(c.queue, instanceInformer, queue.Handler(
+		func(inst *v1alpha1.Instance) { c.queue.Add(cache.MetaObjectToName(inst)) },
+		func(d kilninformers.DeletedInstance) { c.queue.Add(d.GetObjectName()) },
+	)); err != nil {
 		return nil, err
 	}
-	if err := queue.Watch(c.queue, coreinformers.ToTypedPodInformer(pods).TypedInformer(), coreinformers.PodHandlerFuncs{
-		AddFunc: func(p *corev1.Pod) { c.enqueueController(p) },
-		UpdateFunc: func(old, p *corev1.Pod) {
-			if old.ResourceVersion != p.ResourceVersion {
-				c.enqueueController(p)
-			}
-		},
-		DeleteFunc: func(d coreinformers.DeletedPod) {
-			if d.OptionalObj == nil {
-				c.handleTombstone(d.GetObjectName())
-				return
-			}
-			c.handleDeleted(d.OptionalObj)
-		},
-	}); err != nil {
+	if err := queue.Watch(c.queue, coreinformers.ToTypedPodInformer(pods).TypedInformer(), controlledHandler[*corev1.Pod](c)); err != nil {
 		return nil, err
 	}
-	if err := queue.Watch(c.queue, coreinformers.ToTypedServiceInformer(services).TypedInformer(), coreinformers.ServiceHandlerFuncs{
-		AddFunc: func(s *corev1.Service) { c.enqueueController(s) },
-		UpdateFunc: func(old, s *corev1.Service) {
-			if old.ResourceVersion != s.ResourceVersion {
-				c.enqueueController(s)
-			}
-		},
-		DeleteFunc: func(d coreinformers.DeletedService) {
-			if d.OptionalObj == nil {
-				c.handleTombstone(d.GetObjectName())
-				return
-			}
-			c.handleDeleted(d.OptionalObj)
-		},
-	}); err != nil {
+	if err := queue.Watch(c.queue, coreinformers.ToTypedServiceInformer(services).TypedInformer(), controlledHandler[*corev1.Service](c)); err != nil {
 		return nil, err
 	}
 	if err := queue.Watch(c.queue, kilninformers.ToTypedInstanceTypeInformer(instanceTypes).TypedInformer(), kilninformers.InstanceTypeHandlerFuncs{
@@ -191,6 +158,19 @@ func NewController(
 		return nil, err
 	}
 	return c, nil
+}
+
+// controlledHandler queues, for Pods or Services, only the Instances they
+// concern.
+func controlledHandler[O queue.Object](c *Controller) cache.TypedResourceEventHandlerFuncs[O] {
+	return queue.Handler(func(o O) { c.enqueueController(o) }, func(d cache.DeletedObject[O]) {
+		var unknown O
+		if d.OptionalObj == unknown {
+			c.handleTombstone(d.GetObjectName())
+			return
+		}
+		c.handleDeleted(d.OptionalObj)
+	})
 }
 
 // enqueueController queues the Instance that controls obj (a Pod or

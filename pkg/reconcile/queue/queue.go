@@ -13,6 +13,7 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/cache"
@@ -161,4 +162,25 @@ func (q *Queue[K]) ProcessNext(ctx context.Context) bool {
 		q.queue.AddRateLimited(key)
 	}
 	return true
+}
+
+// Object is what the loops watch: API objects with metadata.
+type Object interface {
+	comparable
+	metav1.Object
+}
+
+// Handler returns event handlers that call changed on adds and on updates
+// that moved the resourceVersion (a resync moves nothing), and deleted on
+// deletes.
+func Handler[O Object](changed func(O), deleted func(cache.DeletedObject[O])) cache.TypedResourceEventHandlerFuncs[O] {
+	return cache.TypedResourceEventHandlerFuncs[O]{
+		AddFunc: changed,
+		UpdateFunc: func(old, o O) {
+			if old.GetResourceVersion() != o.GetResourceVersion() {
+				changed(o)
+			}
+		},
+		DeleteFunc: deleted,
+	}
 }

@@ -3,6 +3,7 @@ package queue
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -13,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	coreinformers "k8s.io/client-go/informers/core/v1"
 	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2/ktesting"
 )
 
@@ -142,5 +144,26 @@ func TestRunWithoutSync(t *testing.T) {
 	cancel()
 	if err := q.Run(ctx, 1); err == nil || !errors.Is(err, context.Canceled) {
 		t.Errorf("Run = %v, want the caches not synced because ctx was canceled", err)
+	}
+}
+
+// TestHandler: adds, updates that move the resourceVersion and deletes
+// reach the loop; a resync (same resourceVersion) does not.
+func TestHandler(t *testing.T) {
+	var changed, deleted []string
+	h := Handler(func(p *corev1.Pod) { changed = append(changed, p.Name+"@"+p.ResourceVersion) },
+		func(d cache.DeletedObject[*corev1.Pod]) { deleted = append(deleted, d.GetName()) })
+	pod := func(rv string) *corev1.Pod {
+		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", ResourceVersion: rv}}
+	}
+	h.OnAdd(pod("1"), false)
+	h.OnUpdate(pod("1"), pod("1"))
+	h.OnUpdate(pod("1"), pod("2"))
+	h.OnDelete(cache.DeletedObject[*corev1.Pod]{OptionalObj: pod("2")})
+	if want := []string{"p@1", "p@2"}; !slices.Equal(changed, want) {
+		t.Errorf("changed %v, want %v", changed, want)
+	}
+	if want := []string{"p"}; !slices.Equal(deleted, want) {
+		t.Errorf("deleted %v, want %v", deleted, want)
 	}
 }
