@@ -39,6 +39,9 @@ import (
 // PluginName is the name of the plugin in --enable-admission-plugins.
 const PluginName = "Budget"
 
+// FieldManager owns the status fields the plugin writes when it charges.
+const FieldManager = "kiln-budget-admission"
+
 // maxAttempts bounds the compare-and-swap retries of one charge; every
 // conflict means another charge landed, so this many concurrent writers
 // would have to win first.
@@ -273,7 +276,7 @@ func (p *Plugin) charge(ctx context.Context, a admission.Attributes, b *v1alpha1
 			Kind: req.kind, Name: req.name, UID: req.uid, ResourceVersion: req.oldRV,
 			Charge: restrict(req.charge, updated.Spec.Hard), Time: metav1.NewTime(p.now()),
 		})
-		_, err := budgets.UpdateStatus(ctx, updated, metav1.UpdateOptions{FieldManager: "kiln-budget-admission"})
+		_, err := budgets.UpdateStatus(ctx, updated, metav1.UpdateOptions{FieldManager: FieldManager})
 		switch {
 		case err == nil:
 			return nil
@@ -381,7 +384,7 @@ func (p *Plugin) refund(ctx context.Context, b *v1alpha1.Budget, req *request) {
 			}
 		}
 		updated.Status.Pending = kept
-		if _, err = budgets.UpdateStatus(ctx, updated, metav1.UpdateOptions{FieldManager: "kiln-budget-admission"}); !apierrors.IsConflict(err) {
+		if _, err = budgets.UpdateStatus(ctx, updated, metav1.UpdateOptions{FieldManager: FieldManager}); !apierrors.IsConflict(err) {
 			if err != nil {
 				klog.FromContext(ctx).Error(err, "Refunding budget; the reconciler will repair it", "budget", klog.KObj(b))
 			}
