@@ -19,6 +19,7 @@ import (
 	"sort"
 	"time"
 
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -124,9 +125,10 @@ func (p *Plugin) Validate(ctx context.Context, a admission.Attributes, _ admissi
 		}
 	}
 	sort.Slice(affected, func(i, j int) bool { return affected[i].Name < affected[j].Name })
-	var charged []*v1alpha1.Budget
+	var charged []*charged
 	for _, b := range affected {
-		if err := p.charge(ctx, a, b, req); err != nil {
+		c, err := p.charge(ctx, a, b, req)
+		if err != nil {
 			// Give back what was charged to the Budgets before this one;
 			// should that fail too, the reconciler repairs it.
 			for _, c := range charged {
@@ -134,9 +136,22 @@ func (p *Plugin) Validate(ctx context.Context, a admission.Attributes, _ admissi
 			}
 			return err
 		}
-		charged = append(charged, b)
+		if c != nil {
+			charged = append(charged, c)
+		}
 	}
 	return nil
+}
+
+// charged is one Budget's charge of a write, as stored, so that it can be
+// taken back.
+type charged struct {
+	budget *v1alpha1.Budget
+	// entry is the charge's status.pending entry as stored; replaced is
+	// the object's earlier entry it took the place of, if any: a charge
+	// of another write of the same object still in flight.
+	entry    v1alpha1.BudgetCharge
+	replaced *v1alpha1.BudgetCharge
 }
 
 // request works out what the write charges; nil if it raises nothing.
@@ -255,16 +270,17 @@ func names(hard v1alpha1.BudgetResourceList, delta gpu.BudgetResourceList) bool 
 }
 
 // charge adds req to one Budget by compare-and-swap, or refuses it. A
-// conflict means another charge landed first: read again and retry.
-func (p *Plugin) charge(ctx context.Context, a admission.Attributes, b *v1alpha1.Budget, req *request) error {
+// conflict means another charge landed first: read again and retry. It
+// returns what it stored, nil when nothing was (a dry run, a Budget gone).
+func (p *Plugin) charge(ctx context.Context, a admission.Attributes, b *v1alpha1.Budget, req *request) (*charged, error) {
 	budgets := p.client.GpuV1alpha1().Budgets(b.Namespace)
 	for attempt := 0; attempt < maxAttempts; attempt++ {
 		if over := exceeds(b, req.delta); over != "" {
-			return admission.NewForbidden(a, fmt.Errorf("%s", over))
+			return nil, admission.NewForbidden(a, fmt.Errorf("%s", over))
 		}
 		if a.IsDryRun() {
 			// Checked, never charged.
-			return nil
+			return nil, nil
 		}
 		updated := b.DeepCopy()
 		for k := range updated.Spec.Hard {
@@ -272,26 +288,43 @@ func (p *Plugin) charge(ctx context.Context, a admission.Attributes, b *v1alpha1
 				add(updated, k, d)
 			}
 		}
-		updated.Status.Pending = withPending(updated.Status.Pending, v1alpha1.BudgetCharge{
+		entry := v1alpha1.BudgetCharge{
 			Kind: req.kind, Name: req.name, UID: req.uid, ResourceVersion: req.oldRV,
 			Charge: restrict(req.charge, updated.Spec.Hard), Time: metav1.NewTime(p.now()),
-		})
-		_, err := budgets.UpdateStatus(ctx, updated, metav1.UpdateOptions{FieldManager: FieldManager})
+		}
+		var replaced *v1alpha1.BudgetCharge
+		updated.Status.Pending, replaced = withPending(updated.Status.Pending, entry)
+		stored, err := budgets.UpdateStatus(ctx, updated, metav1.UpdateOptions{FieldManager: FieldManager})
 		switch {
 		case err == nil:
-			return nil
+			c := &charged{budget: stored, entry: entry, replaced: replaced}
+			// Compared as stored: times keep whole seconds.
+			if i := pendingOf(stored.Status.Pending, req.uid); i >= 0 {
+				c.entry = stored.Status.Pending[i]
+			}
+			return c, nil
 		case apierrors.IsConflict(err):
 			if b, err = p.reread(ctx, b); b == nil {
-				return err
+				return nil, err
 			}
 		case apierrors.IsNotFound(err):
 			// The Budget was deleted meanwhile: nothing to charge.
-			return nil
+			return nil, nil
 		default:
-			return apierrors.NewInternalError(fmt.Errorf("charging budget %q: %w", b.Name, err))
+			return nil, apierrors.NewInternalError(fmt.Errorf("charging budget %q: %w", b.Name, err))
 		}
 	}
-	return apierrors.NewConflict(gpu.Resource("budgets"), b.Name, fmt.Errorf("budget %q is being charged by too many requests at once; try again", b.Name))
+	return nil, apierrors.NewConflict(gpu.Resource("budgets"), b.Name, fmt.Errorf("budget %q is being charged by too many requests at once; try again", b.Name))
+}
+
+// pendingOf is the index of the object's entry in status.pending, or -1.
+func pendingOf(list []v1alpha1.BudgetCharge, uid types.UID) int {
+	for i := range list {
+		if list[i].UID == uid {
+			return i
+		}
+	}
+	return -1
 }
 
 // reread gets the Budget from the server; nil if it is gone.
@@ -349,20 +382,27 @@ func restrict(c gpu.BudgetResourceList, hard v1alpha1.BudgetResourceList) v1alph
 	return out
 }
 
-// withPending records a charge, replacing an earlier one of the object.
-func withPending(list []v1alpha1.BudgetCharge, c v1alpha1.BudgetCharge) []v1alpha1.BudgetCharge {
+// withPending records a charge, replacing an earlier one of the object,
+// which it returns.
+func withPending(list []v1alpha1.BudgetCharge, c v1alpha1.BudgetCharge) ([]v1alpha1.BudgetCharge, *v1alpha1.BudgetCharge) {
 	out := make([]v1alpha1.BudgetCharge, 0, len(list)+1)
-	for _, e := range list {
-		if e.UID != c.UID {
-			out = append(out, e)
+	var replaced *v1alpha1.BudgetCharge
+	for i, e := range list {
+		if e.UID == c.UID {
+			replaced = &list[i]
+			continue
 		}
+		out = append(out, e)
 	}
-	return append(out, c)
+	return append(out, c), replaced
 }
 
 // refund takes back a charge made moments ago, when a later Budget refused
-// the same write.
-func (p *Plugin) refund(ctx context.Context, b *v1alpha1.Budget, req *request) {
+// the same write: used goes down by its delta, and its pending entry goes,
+// giving its place back to the entry it replaced. An entry another write
+// of the object has put there since is left alone.
+func (p *Plugin) refund(ctx context.Context, c *charged, req *request) {
+	b := c.budget
 	budgets := p.client.GpuV1alpha1().Budgets(b.Namespace)
 	for attempt := 0; attempt < maxAttempts; attempt++ {
 		cur, err := budgets.Get(ctx, b.Name, metav1.GetOptions{})
@@ -377,13 +417,12 @@ func (p *Plugin) refund(ctx context.Context, b *v1alpha1.Budget, req *request) {
 				add(updated, k, d)
 			}
 		}
-		var kept []v1alpha1.BudgetCharge
-		for _, e := range updated.Status.Pending {
-			if e.UID != req.uid {
-				kept = append(kept, e)
+		if i := pendingOf(updated.Status.Pending, req.uid); i >= 0 && apiequality.Semantic.DeepEqual(updated.Status.Pending[i], c.entry) {
+			updated.Status.Pending = append(updated.Status.Pending[:i], updated.Status.Pending[i+1:]...)
+			if c.replaced != nil {
+				updated.Status.Pending = append(updated.Status.Pending, *c.replaced)
 			}
 		}
-		updated.Status.Pending = kept
 		if _, err = budgets.UpdateStatus(ctx, updated, metav1.UpdateOptions{FieldManager: FieldManager}); !apierrors.IsConflict(err) {
 			if err != nil {
 				klog.FromContext(ctx).Error(err, "Refunding budget; the reconciler will repair it", "budget", klog.KObj(b))

@@ -1,0 +1,694 @@
+package budget
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apiserver/pkg/admission"
+	"k8s.io/apiserver/pkg/authentication/user"
+	core "k8s.io/client-go/testing"
+	"k8s.io/utils/ptr"
+
+	"kiln.dev/kiln/pkg/admission/instancechange"
+	"kiln.dev/kiln/pkg/apis/gpu"
+	"kiln.dev/kiln/pkg/apis/gpu/v1alpha1"
+	"kiln.dev/kiln/pkg/generated/clientset/versioned/fake"
+	kilninformers "kiln.dev/kiln/pkg/generated/informers/externalversions"
+)
+
+// These tests drive the plugin against a fake clientset; the integration
+// tests cover the same rules against a real server and concurrency.
+
+const ns = "team-a"
+
+var (
+	chargeTime = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	budgetsGVR = v1alpha1.SchemeGroupVersion.WithResource("budgets")
+)
+
+// list reads key, quantity pairs.
+func list(kv ...string) v1alpha1.BudgetResourceList {
+	l := v1alpha1.BudgetResourceList{}
+	for i := 0; i < len(kv); i += 2 {
+		l[v1alpha1.BudgetResourceName(kv[i])] = resource.MustParse(kv[i+1])
+	}
+	return l
+}
+
+func budget(name string, hard, used v1alpha1.BudgetResourceList, pending ...v1alpha1.BudgetCharge) *v1alpha1.Budget {
+	return &v1alpha1.Budget{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, ResourceVersion: "7"},
+		Spec:       v1alpha1.BudgetSpec{Hard: hard},
+		Status:     v1alpha1.BudgetStatus{Hard: hard, Used: used, Pending: pending},
+	}
+}
+
+// charge is the pending entry the plugin records for the object named
+// name; rv is set for an update.
+func charge(kind, name, rv string, c v1alpha1.BudgetResourceList) v1alpha1.BudgetCharge {
+	return v1alpha1.BudgetCharge{Kind: kind, Name: name, UID: types.UID("uid-" + name), ResourceVersion: rv, Charge: c, Time: metav1.NewTime(chargeTime)}
+}
+
+// instance is a running Instance of h100 cards.
+func instance(name string, cards int32, mutate ...func(*gpu.Instance)) *gpu.Instance {
+	inst := &gpu.Instance{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, UID: types.UID("uid-" + name), ResourceVersion: "41"},
+		Spec: gpu.InstanceSpec{
+			Type: "h100", Image: "busybox:1",
+			Resources: gpu.InstanceResources{Accelerators: ptr.To(cards)},
+		},
+	}
+	for _, m := range mutate {
+		m(inst)
+	}
+	return inst
+}
+
+func stopped(i *gpu.Instance) { i.Spec.Stopped = true }
+
+func onClaim(name string) func(*gpu.Instance) {
+	return func(i *gpu.Instance) { i.Spec.ClaimName = name }
+}
+
+func labelled(i *gpu.Instance) { i.Labels = map[string]string{"team": "vision"} }
+
+func partition(profile string) func(*gpu.Instance) {
+	return func(i *gpu.Instance) { i.Spec.Resources.Accelerators, i.Spec.Resources.Partition = nil, profile }
+}
+
+func typed(name string) func(*gpu.Instance) {
+	return func(i *gpu.Instance) { i.Spec.Type = name }
+}
+
+func claim(name string, cards int32) *gpu.Claim {
+	return &gpu.Claim{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, UID: types.UID("uid-" + name)},
+		Spec:       gpu.ClaimSpec{Type: "h100", Accelerators: ptr.To(cards)},
+	}
+}
+
+// storedClaim is a Claim as the server holds it, for an Instance to name.
+func storedClaim(name, typ string, phase v1alpha1.ClaimPhase) *v1alpha1.Claim {
+	return &v1alpha1.Claim{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, UID: types.UID("uid-" + name)},
+		Spec:       v1alpha1.ClaimSpec{Type: typ, Accelerators: ptr.To(int32(2))},
+		Status:     v1alpha1.ClaimStatus{Phase: phase},
+	}
+}
+
+func instanceTypes() []*v1alpha1.InstanceType {
+	return []*v1alpha1.InstanceType{
+		{ObjectMeta: metav1.ObjectMeta{Name: "h100"}, Spec: v1alpha1.InstanceTypeSpec{Accelerator: &v1alpha1.Accelerator{
+			Vendor: "nvidia", Model: "NVIDIA-H100-80GB-HBM3", Memory: resource.MustParse("80Gi"), MaxPerInstance: 8,
+			Exclusive:  &v1alpha1.ExclusiveSharing{},
+			Partitions: []v1alpha1.PartitionProfile{{Name: "3g.40gb", Memory: resource.MustParse("40Gi")}},
+		}}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "a10"}, Spec: v1alpha1.InstanceTypeSpec{Accelerator: &v1alpha1.Accelerator{
+			Vendor: "nvidia", Model: "NVIDIA-A10", Memory: resource.MustParse("24Gi"), MaxPerInstance: 1, Exclusive: &v1alpha1.ExclusiveSharing{},
+		}}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "cpu-small"}},
+	}
+}
+
+// newPlugin returns the plugin over a fake clientset holding objects, with
+// the InstanceType lister filled by hand and the clock stopped.
+func newPlugin(t *testing.T, objects ...runtime.Object) (*Plugin, *fake.Clientset) {
+	t.Helper()
+	client := fake.NewSimpleClientset(objects...)
+	factory := kilninformers.NewSharedInformerFactory(client, 0)
+	indexer := factory.Gpu().V1alpha1().InstanceTypes().Informer().GetIndexer()
+	for _, it := range instanceTypes() {
+		if err := indexer.Add(it); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p := New()
+	p.SetKilnClient(client)
+	p.SetKilnInformerFactory(factory)
+	// The informer never runs; its indexer is already what it would hold.
+	p.SetReadyFunc(func() bool { return true })
+	p.now = func() time.Time { return chargeTime }
+	if err := p.ValidateInitialization(); err != nil {
+		t.Fatal(err)
+	}
+	return p, client
+}
+
+// attributes is a write of obj in ns: an update when old is set, a create
+// otherwise, or a create of the subresource (a start or stop).
+func attributes(obj, old runtime.Object, subresource string, dryRun bool) admission.Attributes {
+	resource, kind := "instances", "Instance"
+	if _, ok := obj.(*gpu.Claim); ok {
+		resource, kind = "claims", "Claim"
+	}
+	op, opts := admission.Create, runtime.Object(&metav1.CreateOptions{})
+	if old != nil {
+		op, opts = admission.Update, &metav1.UpdateOptions{}
+	}
+	name := obj.(metav1.Object).GetName()
+	return admission.NewAttributesRecord(obj, old, gpu.SchemeGroupVersion.WithKind(kind), ns, name,
+		gpu.SchemeGroupVersion.WithResource(resource), subresource, op, opts, dryRun, &user.DefaultInfo{Name: "tenant-a"})
+}
+
+// statusWrites counts the UpdateStatus calls per Budget, and checks each
+// is made under the plugin's field manager.
+func statusWrites(t *testing.T, client *fake.Clientset) map[string]int {
+	t.Helper()
+	writes := map[string]int{}
+	for _, a := range client.Actions() {
+		u, ok := a.(core.UpdateActionImpl)
+		if !ok || a.GetResource() != budgetsGVR {
+			continue
+		}
+		if a.GetSubresource() != "status" {
+			t.Errorf("budget written through %q, want the status subresource", a.GetSubresource())
+		}
+		if fm := u.GetUpdateOptions().FieldManager; fm != "kiln-budget-admission" {
+			t.Errorf("budget status written with field manager %q, want kiln-budget-admission", fm)
+		}
+		writes[u.GetObject().(*v1alpha1.Budget).Name]++
+	}
+	return writes
+}
+
+func text(l v1alpha1.BudgetResourceList) string {
+	var s []string
+	for k, q := range l {
+		s = append(s, fmt.Sprintf("%s=%s", k, q.String()))
+	}
+	sort.Strings(s)
+	return strings.Join(s, " ")
+}
+
+func pendingText(p []v1alpha1.BudgetCharge) string {
+	var s []string
+	for _, c := range p {
+		s = append(s, fmt.Sprintf("{%s %s uid=%s rv=%q charge=[%s] time=%s}", c.Kind, c.Name, c.UID, c.ResourceVersion, text(c.Charge), c.Time.UTC().Format(time.RFC3339)))
+	}
+	return strings.Join(s, " ")
+}
+
+// checkBudgets compares every Budget's status with want; Budgets want
+// does not name must still have their status from before.
+func checkBudgets(t *testing.T, client *fake.Clientset, before []*v1alpha1.Budget, want map[string]v1alpha1.BudgetStatus) {
+	t.Helper()
+	for _, b := range before {
+		w, ok := want[b.Name]
+		if !ok {
+			w = b.Status
+		}
+		obj, err := client.Tracker().Get(budgetsGVR, ns, b.Name)
+		if apierrors.IsNotFound(err) {
+			continue
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := obj.(*v1alpha1.Budget).Status
+		if !apiequality.Semantic.DeepEqual(got.Used, w.Used) {
+			t.Errorf("budget %s: used %s, want %s", b.Name, text(got.Used), text(w.Used))
+		}
+		if !apiequality.Semantic.DeepEqual(got.Pending, w.Pending) {
+			t.Errorf("budget %s: pending %s, want %s", b.Name, pendingText(got.Pending), pendingText(w.Pending))
+		}
+	}
+}
+
+func checkErr(t *testing.T, err error, wantCode int32, wantErr string) {
+	t.Helper()
+	if wantErr == "" {
+		if err != nil {
+			t.Fatalf("refused: %v", err)
+		}
+		return
+	}
+	var status apierrors.APIStatus
+	if err == nil || !errors.As(err, &status) {
+		t.Fatalf("error %v, want a %d API error %q", err, wantCode, wantErr)
+	}
+	if code := status.Status().Code; code != wantCode || err.Error() != wantErr {
+		t.Fatalf("error %d %q, want %d %q", code, err.Error(), wantCode, wantErr)
+	}
+}
+
+func TestPluginValidate(t *testing.T) {
+	// The keys of one two-card h100 Instance.
+	allKeys := list("accelerators", "16", "accelerators.h100", "8", "accelerator-memory", "640Gi", "instances", "4")
+	twoCards := list("accelerators", "2", "accelerators.h100", "2", "accelerator-memory", "160Gi", "instances", "1")
+	forbidden := func(resource, name, msg string) string {
+		return fmt.Sprintf("%s.gpu.kiln.dev %q is forbidden: %s", resource, name, msg)
+	}
+	cases := []struct {
+		name    string
+		budgets []*v1alpha1.Budget
+		claims  []*v1alpha1.Claim
+		obj     runtime.Object
+		// old is the stored object an update or a start replaces.
+		old         runtime.Object
+		subresource string
+		dryRun      bool
+		wantCode    int32
+		wantErr     string
+		// want is the status of the Budgets that end up changed.
+		want map[string]v1alpha1.BudgetStatus
+		// writes is the number of status updates per Budget; none for the
+		// others.
+		writes map[string]int
+	}{
+		// Creates.
+		{name: "create within the limit charges used and records it pending",
+			budgets: []*v1alpha1.Budget{budget("team", allKeys, list("accelerators", "1", "accelerators.h100", "1", "accelerator-memory", "80Gi", "instances", "1"))},
+			obj:     instance("train", 2),
+			want: map[string]v1alpha1.BudgetStatus{"team": {
+				Used:    list("accelerators", "3", "accelerators.h100", "3", "accelerator-memory", "240Gi", "instances", "2"),
+				Pending: []v1alpha1.BudgetCharge{charge("Instance", "train", "", twoCards)},
+			}},
+			writes: map[string]int{"team": 1}},
+		{name: "pending charge holds only the Budget's keys",
+			budgets: []*v1alpha1.Budget{budget("team", list("accelerators", "8", "instances", "4"), nil)},
+			obj:     instance("train", 2),
+			want: map[string]v1alpha1.BudgetStatus{"team": {
+				Used:    list("accelerators", "2", "instances", "1"),
+				Pending: []v1alpha1.BudgetCharge{charge("Instance", "train", "", list("accelerators", "2", "instances", "1"))},
+			}},
+			writes: map[string]int{"team": 1}},
+		{name: "a charge of the same object replaces its earlier pending entry, others stay",
+			budgets: []*v1alpha1.Budget{budget("team", list("accelerators", "8"), list("accelerators", "3"),
+				charge("Instance", "other", "", list("accelerators", "1")),
+				charge("Instance", "train", "40", list("accelerators", "2")))},
+			obj: instance("train", 2),
+			want: map[string]v1alpha1.BudgetStatus{"team": {
+				Used: list("accelerators", "5"),
+				Pending: []v1alpha1.BudgetCharge{
+					charge("Instance", "other", "", list("accelerators", "1")),
+					charge("Instance", "train", "", list("accelerators", "2")),
+				},
+			}},
+			writes: map[string]int{"team": 1}},
+		{name: "reaching the limit exactly is admitted",
+			budgets: []*v1alpha1.Budget{budget("team", list("accelerators", "8"), list("accelerators", "6"))},
+			obj:     instance("train", 2),
+			want: map[string]v1alpha1.BudgetStatus{"team": {
+				Used:    list("accelerators", "8"),
+				Pending: []v1alpha1.BudgetCharge{charge("Instance", "train", "", list("accelerators", "2"))},
+			}},
+			writes: map[string]int{"team": 1}},
+		{name: "a partition charges its share of a card",
+			budgets: []*v1alpha1.Budget{budget("team", list("accelerators", "8", "accelerator-memory", "640Gi"), list("accelerators", "7.5", "accelerator-memory", "0"))},
+			obj:     instance("train", 0, partition("3g.40gb")),
+			want: map[string]v1alpha1.BudgetStatus{"team": {
+				Used:    list("accelerators", "8", "accelerator-memory", "40Gi"),
+				Pending: []v1alpha1.BudgetCharge{charge("Instance", "train", "", list("accelerators", "500m", "accelerator-memory", "40Gi"))},
+			}},
+			writes: map[string]int{"team": 1}},
+		{name: "a CPU-only type charges an instance and no cards",
+			budgets: []*v1alpha1.Budget{budget("team", list("accelerators", "8", "instances", "2"), list("accelerators", "8", "instances", "1"))},
+			obj:     instance("train", 0, typed("cpu-small")),
+			want: map[string]v1alpha1.BudgetStatus{"team": {
+				Used:    list("accelerators", "8", "instances", "2"),
+				Pending: []v1alpha1.BudgetCharge{charge("Instance", "train", "", list("accelerators", "0", "instances", "1"))},
+			}},
+			writes: map[string]int{"team": 1}},
+		{name: "an unknown type is left to InstanceTypeAccess",
+			budgets: []*v1alpha1.Budget{budget("team", list("accelerators", "0"), nil)},
+			obj:     instance("train", 2, typed("nonesuch"))},
+		{name: "create over the limit is refused and writes nothing",
+			budgets:  []*v1alpha1.Budget{budget("team", list("accelerators", "8"), list("accelerators", "7"))},
+			obj:      instance("train", 2),
+			wantCode: http.StatusForbidden,
+			wantErr:  forbidden("instances", "train", `exceeds budget "team": accelerators used 7 + requested 2 > hard 8`)},
+		{name: "the first key over, in name order, is the one reported",
+			budgets:  []*v1alpha1.Budget{budget("team", list("accelerators", "1", "accelerator-memory", "100Gi"), nil)},
+			obj:      instance("train", 2),
+			wantCode: http.StatusForbidden,
+			wantErr:  forbidden("instances", "train", `exceeds budget "team": accelerator-memory used 0 + requested 160Gi > hard 100Gi`)},
+
+		// Several Budgets.
+		{name: "every Budget naming an affected key is charged, others are not written",
+			budgets: []*v1alpha1.Budget{
+				budget("a-cards", list("accelerators", "8"), list("accelerators", "1")),
+				budget("b-h100", list("accelerators.h100", "4"), list("accelerators.h100", "1")),
+				budget("c-a10", list("accelerators.a10", "1"), list("accelerators.a10", "1")),
+			},
+			obj: instance("train", 2),
+			want: map[string]v1alpha1.BudgetStatus{
+				"a-cards": {Used: list("accelerators", "3"), Pending: []v1alpha1.BudgetCharge{charge("Instance", "train", "", list("accelerators", "2"))}},
+				"b-h100":  {Used: list("accelerators.h100", "3"), Pending: []v1alpha1.BudgetCharge{charge("Instance", "train", "", list("accelerators.h100", "2"))}},
+			},
+			writes: map[string]int{"a-cards": 1, "b-h100": 1}},
+		{name: "a later Budget refusing refunds the earlier ones",
+			budgets: []*v1alpha1.Budget{
+				// Listed out of order: Budgets are charged by name.
+				budget("b-h100", list("accelerators.h100", "4"), list("accelerators.h100", "3")),
+				budget("a-cards", list("accelerators", "8"), list("accelerators", "2"),
+					charge("Instance", "other", "", list("accelerators", "1"))),
+			},
+			obj:      instance("train", 2),
+			wantCode: http.StatusForbidden,
+			wantErr:  forbidden("instances", "train", `exceeds budget "b-h100": accelerators.h100 used 3 + requested 2 > hard 4`),
+			// a-cards is charged, then refunded back to what it was.
+			writes: map[string]int{"a-cards": 2}},
+
+		// Dry runs.
+		{name: "dry run within the limit is admitted and charges nothing",
+			budgets: []*v1alpha1.Budget{budget("team", list("accelerators", "8"), list("accelerators", "1"))},
+			obj:     instance("train", 2),
+			dryRun:  true},
+		{name: "dry run over the limit is refused",
+			budgets:  []*v1alpha1.Budget{budget("team", list("accelerators", "8"), list("accelerators", "7"))},
+			obj:      instance("train", 2),
+			dryRun:   true,
+			wantCode: http.StatusForbidden,
+			wantErr:  forbidden("instances", "train", `exceeds budget "team": accelerators used 7 + requested 2 > hard 8`)},
+
+		// Updates and starts.
+		{name: "update from stopped to running charges it all, against the old resourceVersion",
+			budgets: []*v1alpha1.Budget{budget("team", allKeys, nil)},
+			old:     instance("train", 2, stopped),
+			obj:     instance("train", 2),
+			want: map[string]v1alpha1.BudgetStatus{"team": {
+				Used:    twoCards,
+				Pending: []v1alpha1.BudgetCharge{charge("Instance", "train", "41", twoCards)},
+			}},
+			writes: map[string]int{"team": 1}},
+		{name: "instances/start charges like an update",
+			budgets:     []*v1alpha1.Budget{budget("team", allKeys, nil)},
+			old:         instance("train", 2, stopped),
+			obj:         instancechange.Lifecycle(instance("train", 2, stopped), "start"),
+			subresource: "start",
+			want: map[string]v1alpha1.BudgetStatus{"team": {
+				Used:    twoCards,
+				Pending: []v1alpha1.BudgetCharge{charge("Instance", "train", "41", twoCards)},
+			}},
+			writes: map[string]int{"team": 1}},
+		{name: "instances/start over the limit is refused",
+			budgets:     []*v1alpha1.Budget{budget("team", list("accelerators", "8"), list("accelerators", "7"))},
+			old:         instance("train", 2, stopped),
+			obj:         instancechange.Lifecycle(instance("train", 2, stopped), "start"),
+			subresource: "start",
+			wantCode:    http.StatusForbidden,
+			wantErr:     forbidden("instances", "train", `exceeds budget "team": accelerators used 7 + requested 2 > hard 8`)},
+		{name: "running to stopped charges nothing",
+			budgets: []*v1alpha1.Budget{budget("team", allKeys, twoCards)},
+			old:     instance("train", 2),
+			obj:     instance("train", 2, stopped)},
+		{name: "instances/stop charges nothing",
+			budgets:     []*v1alpha1.Budget{budget("team", allKeys, twoCards)},
+			old:         instance("train", 2),
+			obj:         instancechange.Lifecycle(instance("train", 2), "stop"),
+			subresource: "stop"},
+		{name: "a label-only update charges nothing, even over the limit",
+			budgets: []*v1alpha1.Budget{budget("team", list("accelerators", "1"), list("accelerators", "2"))},
+			old:     instance("train", 2),
+			obj:     instance("train", 2, labelled)},
+		{name: "more cards charge only the difference",
+			budgets: []*v1alpha1.Budget{budget("team",
+				list("accelerators", "3", "accelerator-memory", "640Gi", "instances", "1"),
+				list("accelerators", "1", "accelerator-memory", "80Gi", "instances", "1"))},
+			old: instance("train", 1),
+			obj: instance("train", 3),
+			want: map[string]v1alpha1.BudgetStatus{"team": {
+				Used: list("accelerators", "3", "accelerator-memory", "240Gi", "instances", "1"),
+				// The pending entry holds the whole new charge; the
+				// reconciler counts what it adds beyond the stored one.
+				Pending: []v1alpha1.BudgetCharge{charge("Instance", "train", "41", list("accelerators", "3", "accelerator-memory", "240Gi", "instances", "1"))},
+			}},
+			writes: map[string]int{"team": 1}},
+		{name: "a Budget of instances only is not written by more cards",
+			budgets: []*v1alpha1.Budget{budget("team", list("instances", "1"), list("instances", "1"))},
+			old:     instance("train", 1),
+			obj:     instance("train", 3)},
+		{name: "fewer cards charge nothing",
+			budgets: []*v1alpha1.Budget{budget("team", allKeys, twoCards)},
+			old:     instance("train", 2),
+			obj:     instance("train", 1)},
+
+		// Instances on Claims.
+		{name: "an Instance on a Bound Claim of its type is not charged",
+			budgets: []*v1alpha1.Budget{budget("team", list("accelerators", "0", "instances", "0"), nil)},
+			claims:  []*v1alpha1.Claim{storedClaim("held", "h100", v1alpha1.ClaimBound)},
+			obj:     instance("train", 2, onClaim("held"))},
+		{name: "an Instance on a new Claim of its type is not charged",
+			budgets: []*v1alpha1.Budget{budget("team", list("accelerators", "0"), nil)},
+			claims:  []*v1alpha1.Claim{storedClaim("held", "h100", "")},
+			obj:     instance("train", 2, onClaim("held"))},
+		{name: "starting an Instance on an Attached Claim of its type is not charged",
+			budgets: []*v1alpha1.Budget{budget("team", list("accelerators", "0"), nil)},
+			claims:  []*v1alpha1.Claim{storedClaim("held", "h100", v1alpha1.ClaimAttached)},
+			old:     instance("train", 2, onClaim("held"), stopped),
+			obj:     instance("train", 2, onClaim("held"))},
+		{name: "an Instance naming a missing Claim is charged",
+			budgets: []*v1alpha1.Budget{budget("team", list("accelerators", "8"), nil)},
+			obj:     instance("train", 2, onClaim("nonesuch")),
+			want: map[string]v1alpha1.BudgetStatus{"team": {
+				Used:    list("accelerators", "2"),
+				Pending: []v1alpha1.BudgetCharge{charge("Instance", "train", "", list("accelerators", "2"))},
+			}},
+			writes: map[string]int{"team": 1}},
+		{name: "an Instance on a Lost Claim is charged",
+			budgets:  []*v1alpha1.Budget{budget("team", list("accelerators", "1"), nil)},
+			claims:   []*v1alpha1.Claim{storedClaim("held", "h100", v1alpha1.ClaimLost)},
+			obj:      instance("train", 2, onClaim("held")),
+			wantCode: http.StatusForbidden,
+			wantErr:  forbidden("instances", "train", `exceeds budget "team": accelerators used 0 + requested 2 > hard 1`)},
+		{name: "an Instance on a Claim of another type is charged",
+			budgets:  []*v1alpha1.Budget{budget("team", list("accelerators", "1"), nil)},
+			claims:   []*v1alpha1.Claim{storedClaim("held", "a10", v1alpha1.ClaimBound)},
+			obj:      instance("train", 2, onClaim("held")),
+			wantCode: http.StatusForbidden,
+			wantErr:  forbidden("instances", "train", `exceeds budget "team": accelerators used 0 + requested 2 > hard 1`)},
+
+		// Claims.
+		{name: "a Claim create charges cards and memory, not instances",
+			budgets: []*v1alpha1.Budget{budget("team",
+				list("accelerators", "8", "accelerator-memory", "640Gi", "instances", "2"),
+				list("accelerators", "0", "accelerator-memory", "0", "instances", "2"))},
+			obj: claim("hold", 2),
+			want: map[string]v1alpha1.BudgetStatus{"team": {
+				Used:    list("accelerators", "2", "accelerator-memory", "160Gi", "instances", "2"),
+				Pending: []v1alpha1.BudgetCharge{charge("Claim", "hold", "", list("accelerators", "2", "accelerator-memory", "160Gi"))},
+			}},
+			writes: map[string]int{"team": 1}},
+		{name: "a Claim create over the limit is refused",
+			budgets:  []*v1alpha1.Budget{budget("team", list("accelerators", "8"), list("accelerators", "7"))},
+			obj:      claim("hold", 2),
+			wantCode: http.StatusForbidden,
+			wantErr:  forbidden("claims", "hold", `exceeds budget "team": accelerators used 7 + requested 2 > hard 8`)},
+		{name: "a Budget of instances only is not written by a Claim",
+			budgets: []*v1alpha1.Budget{budget("team", list("instances", "0"), nil)},
+			obj:     claim("hold", 2)},
+		{name: "a Claim update charges nothing",
+			budgets: []*v1alpha1.Budget{budget("team", list("accelerators", "0"), nil)},
+			old:     claim("hold", 2),
+			obj:     claim("hold", 4)},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var objects []runtime.Object
+			for _, b := range tc.budgets {
+				objects = append(objects, b)
+			}
+			for _, c := range tc.claims {
+				objects = append(objects, c)
+			}
+			p, client := newPlugin(t, objects...)
+			ctx, old := context.Background(), tc.old
+			if tc.subresource != "" {
+				// The registry passes the stored Instance of a start or
+				// stop in the context, not as the old object.
+				ctx, old = instancechange.WithStored(ctx, tc.old.(*gpu.Instance)), nil
+			}
+			err := p.Validate(ctx, attributes(tc.obj, old, tc.subresource, tc.dryRun), nil)
+			checkErr(t, err, tc.wantCode, tc.wantErr)
+			writes := statusWrites(t, client)
+			if !apiequality.Semantic.DeepEqual(writes, tc.writes) {
+				t.Errorf("status writes %v, want %v", writes, tc.writes)
+			}
+			checkBudgets(t, client, tc.budgets, tc.want)
+		})
+	}
+}
+
+// TestPluginConflict: another charge lands between the plugin's list and
+// its write. The plugin reads the Budget again and charges against what
+// it reads.
+func TestPluginConflict(t *testing.T) {
+	cases := []struct {
+		name string
+		// landed is used after the other charge.
+		landed   string
+		wantCode int32
+		wantErr  string
+		want     map[string]v1alpha1.BudgetStatus
+		writes   map[string]int
+	}{
+		{name: "retry charges on top of the charge that landed",
+			landed: "3",
+			want: map[string]v1alpha1.BudgetStatus{"team": {
+				Used:    list("accelerators", "5"),
+				Pending: []v1alpha1.BudgetCharge{charge("Instance", "train", "", list("accelerators", "2"))},
+			}},
+			writes: map[string]int{"team": 2}},
+		{name: "retry refuses when the charge that landed leaves no room",
+			landed:   "7",
+			wantCode: http.StatusForbidden,
+			wantErr:  `instances.gpu.kiln.dev "train" is forbidden: exceeds budget "team": accelerators used 7 + requested 2 > hard 8`,
+			want:     map[string]v1alpha1.BudgetStatus{"team": {Used: list("accelerators", "7")}},
+			writes:   map[string]int{"team": 1}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			before := budget("team", list("accelerators", "8"), list("accelerators", "1"))
+			p, client := newPlugin(t, before)
+			conflicted := false
+			client.PrependReactor("update", "budgets", func(action core.Action) (bool, runtime.Object, error) {
+				if conflicted {
+					return false, nil, nil
+				}
+				conflicted = true
+				// The other charge is stored first; this write then loses.
+				other := before.DeepCopy()
+				other.ResourceVersion = "8"
+				other.Status.Used = list("accelerators", tc.landed)
+				if err := client.Tracker().Update(budgetsGVR, other, ns); err != nil {
+					return true, nil, err
+				}
+				return true, nil, apierrors.NewConflict(v1alpha1.Resource("budgets"), "team", errors.New("the object has been modified"))
+			})
+			err := p.Validate(context.Background(), attributes(instance("train", 2), nil, "", false), nil)
+			checkErr(t, err, tc.wantCode, tc.wantErr)
+			if !conflicted {
+				t.Fatal("no status write was attempted")
+			}
+			rereads := 0
+			for _, a := range client.Actions() {
+				if a.GetVerb() == "get" && a.GetResource() == budgetsGVR {
+					rereads++
+				}
+			}
+			if rereads != 1 {
+				t.Errorf("%d reads of the Budget after the conflict, want 1", rereads)
+			}
+			if writes := statusWrites(t, client); !apiequality.Semantic.DeepEqual(writes, tc.writes) {
+				t.Errorf("status writes %v, want %v", writes, tc.writes)
+			}
+			checkBudgets(t, client, []*v1alpha1.Budget{before}, tc.want)
+		})
+	}
+}
+
+// TestPluginFailures: what the plugin does when the server fails it.
+func TestPluginFailures(t *testing.T) {
+	notFound := apierrors.NewNotFound(v1alpha1.Resource("budgets"), "b-h100")
+	conflict := apierrors.NewConflict(v1alpha1.Resource("budgets"), "b-h100", errors.New("the object has been modified"))
+	cases := []struct {
+		name string
+		// verb and resource name the calls that fail; budget, if set, the
+		// one Budget whose status updates fail; the first failure runs
+		// then, if set, once before failing (to delete the Budget, say).
+		verb, resource, budget string
+		err                    error
+		then                   func(*fake.Clientset)
+		claims                 []*v1alpha1.Claim
+		obj                    *gpu.Instance
+		wantCode               int32
+		wantErr                string
+		want                   map[string]v1alpha1.BudgetStatus
+		writes                 map[string]int
+	}{
+		{name: "a Budget deleted before its charge lets the write through",
+			verb: "update", resource: "budgets", budget: "b-h100", err: notFound,
+			then: func(c *fake.Clientset) { _ = c.Tracker().Delete(budgetsGVR, ns, "b-h100") },
+			obj:  instance("train", 2),
+			want: map[string]v1alpha1.BudgetStatus{
+				"a-cards": {Used: list("accelerators", "3"), Pending: []v1alpha1.BudgetCharge{charge("Instance", "train", "", list("accelerators", "2"))}},
+			},
+			writes: map[string]int{"a-cards": 1, "b-h100": 1}},
+		{name: "a Budget deleted after a conflict lets the write through",
+			verb: "update", resource: "budgets", budget: "b-h100", err: conflict,
+			then: func(c *fake.Clientset) { _ = c.Tracker().Delete(budgetsGVR, ns, "b-h100") },
+			obj:  instance("train", 2),
+			want: map[string]v1alpha1.BudgetStatus{
+				"a-cards": {Used: list("accelerators", "3"), Pending: []v1alpha1.BudgetCharge{charge("Instance", "train", "", list("accelerators", "2"))}},
+			},
+			writes: map[string]int{"a-cards": 1, "b-h100": 1}},
+		{name: "a failed status write is an internal error and refunds the Budgets charged",
+			verb: "update", resource: "budgets", budget: "b-h100", err: errors.New("etcd is down"),
+			obj:      instance("train", 2),
+			wantCode: http.StatusInternalServerError,
+			wantErr:  `Internal error occurred: charging budget "b-h100": etcd is down`,
+			writes:   map[string]int{"a-cards": 2, "b-h100": 1}},
+		{name: "a failed list of Budgets is an internal error",
+			verb: "list", resource: "budgets", err: errors.New("etcd is down"),
+			obj:      instance("train", 2),
+			wantCode: http.StatusInternalServerError,
+			wantErr:  `Internal error occurred: reading the budgets of namespace "team-a": etcd is down`},
+		{name: "a failed read of the Claim is an internal error",
+			verb: "get", resource: "claims", err: errors.New("etcd is down"),
+			obj:      instance("train", 2, onClaim("held")),
+			wantCode: http.StatusInternalServerError,
+			wantErr:  `Internal error occurred: reading claim "held": etcd is down`},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			before := []*v1alpha1.Budget{
+				budget("a-cards", list("accelerators", "8"), list("accelerators", "1")),
+				budget("b-h100", list("accelerators.h100", "8"), list("accelerators.h100", "1")),
+			}
+			p, client := newPlugin(t, before[0], before[1])
+			client.PrependReactor(tc.verb, tc.resource, func(action core.Action) (bool, runtime.Object, error) {
+				if u, ok := action.(core.UpdateAction); ok && u.GetObject().(*v1alpha1.Budget).Name != tc.budget {
+					return false, nil, nil
+				}
+				if tc.then != nil {
+					tc.then(client)
+					tc.then = nil
+				}
+				return true, nil, tc.err
+			})
+			err := p.Validate(context.Background(), attributes(tc.obj, nil, "", false), nil)
+			checkErr(t, err, tc.wantCode, tc.wantErr)
+			if writes := statusWrites(t, client); !apiequality.Semantic.DeepEqual(writes, tc.writes) {
+				t.Errorf("status writes %v, want %v", writes, tc.writes)
+			}
+			checkBudgets(t, client, before, tc.want)
+		})
+	}
+}
+
+// TestPluginRefundRestoresReplacedCharge: two updates of one Instance are
+// in flight against the same resourceVersion. The first (1 → 3 cards) is
+// charged to both Budgets; the second (1 → 2) replaces its pending entry
+// in a-cards, then b-h100 refuses it. The refund must leave a-cards as it
+// was, with the first update's entry: without it a recount before that
+// update is stored counts only the stored card, and a-cards over-commits.
+// (Refund used to delete the Instance's entry outright.)
+func TestPluginRefundRestoresReplacedCharge(t *testing.T) {
+	first := charge("Instance", "train", "41", list("accelerators", "3"))
+	first.Time = metav1.NewTime(chargeTime.Add(-time.Second))
+	firstH100 := *first.DeepCopy()
+	firstH100.Charge = list("accelerators.h100", "3")
+	before := []*v1alpha1.Budget{
+		budget("a-cards", list("accelerators", "8"), list("accelerators", "3"), first),
+		budget("b-h100", list("accelerators.h100", "3"), list("accelerators.h100", "3"), firstH100),
+	}
+	p, client := newPlugin(t, before[0], before[1])
+	err := p.Validate(context.Background(), attributes(instance("train", 2), instance("train", 1), "", false), nil)
+	checkErr(t, err, http.StatusForbidden, `instances.gpu.kiln.dev "train" is forbidden: exceeds budget "b-h100": accelerators.h100 used 3 + requested 1 > hard 3`)
+	if writes := statusWrites(t, client); !apiequality.Semantic.DeepEqual(writes, map[string]int{"a-cards": 2}) {
+		t.Errorf("status writes %v, want a-cards charged and refunded", writes)
+	}
+	checkBudgets(t, client, before, nil)
+}
