@@ -31,10 +31,6 @@ import (
 // PluginName is the name of the plugin in --enable-admission-plugins.
 const PluginName = "InstanceSizing"
 
-// SizedAnnotation lists the resources this plugin filled in rather than the
-// user, so a later change of the share sizes them again.
-const SizedAnnotation = "gpu.kiln.dev/sized-resources"
-
 // Register registers the plugin.
 func Register(plugins *admission.Plugins) {
 	plugins.Register(PluginName, func(io.Reader) (admission.Interface, error) { return New(), nil })
@@ -233,7 +229,7 @@ func bigMul(aMilli, shareMilli int64) int64 {
 
 func sizedSet(ann map[string]string) map[string]bool {
 	s := map[string]bool{}
-	for _, f := range strings.Split(ann[SizedAnnotation], ",") {
+	for _, f := range strings.Split(ann[gpu.SizedResourcesAnnotation], ",") {
 		if f != "" {
 			s[f] = true
 		}
@@ -249,11 +245,11 @@ func setSizedAnnotation(inst *gpu.Instance, sized map[string]bool) {
 		}
 	}
 	if len(names) == 0 {
-		delete(inst.Annotations, SizedAnnotation)
+		delete(inst.Annotations, gpu.SizedResourcesAnnotation)
 		return
 	}
 	if inst.Annotations == nil {
 		inst.Annotations = map[string]string{}
 	}
-	inst.Annotations[SizedAnnotation] = strings.Join(names, ",")
+	inst.Annotations[gpu.SizedResourcesAnnotation] = strings.Join(names, ",")
 }

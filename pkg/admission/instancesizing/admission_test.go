@@ -124,13 +124,13 @@ func host(cpu, memory, storage string) func(*gpu.Instance) {
 func sized(fields string) func(*gpu.Instance) {
 	return func(i *gpu.Instance) {
 		if fields == "" {
-			delete(i.Annotations, SizedAnnotation)
+			delete(i.Annotations, gpu.SizedResourcesAnnotation)
 			return
 		}
 		if i.Annotations == nil {
 			i.Annotations = map[string]string{}
 		}
-		i.Annotations[SizedAnnotation] = fields
+		i.Annotations[gpu.SizedResourcesAnnotation] = fields
 	}
 }
 
@@ -172,7 +172,7 @@ func hostText(i *gpu.Instance) string {
 	}
 	r := i.Spec.Resources
 	return "cpu=" + s(r.CPU) + " memory=" + s(r.Memory) + " ephemeralStorage=" + s(r.EphemeralStorage) +
-		" sized=" + i.Annotations[SizedAnnotation]
+		" sized=" + i.Annotations[gpu.SizedResourcesAnnotation]
 }
 
 func TestAdmit(t *testing.T) {

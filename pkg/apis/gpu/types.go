@@ -412,15 +412,20 @@ const (
 	InstanceDeleting InstancePhase = "Deleting"
 )
 
-// InstanceConditionReady is true when the Instance's container runs and is ready.
-
 // The containers of an Instance's Pod, as instances/log?container= names
 // them: the one running spec.image, and the SSH sidecar of spec.ssh.
 const (
 	InstanceMainContainer = "main"
 	InstanceSSHContainer  = "ssh"
 )
+
+// InstanceConditionReady is true when the Instance's container runs and is ready.
 const InstanceConditionReady = "Ready"
+
+// SizedResourcesAnnotation lists the host resources of an Instance that
+// InstanceSizing filled in rather than the user ("cpu,memory"), so a later
+// change of the share sizes them again.
+const SizedResourcesAnnotation = "gpu.kiln.dev/sized-resources"
 
 // InstanceStatus is the observed state of an Instance.
 type InstanceStatus struct {

@@ -129,7 +129,8 @@ func TestEventsOnlyOfControlledObjects(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		p.Labels = map[string]string{"edited": "yes"}
+		// The fake tracker keeps resourceVersions as given; a server moves them.
+		p.Labels, p.ResourceVersion = map[string]string{"edited": "yes"}, "2"
 		if _, err := pods.Update(f.ctx, p, metav1.UpdateOptions{}); err != nil {
 			t.Fatal(err)
 		}
@@ -157,6 +158,22 @@ func TestEventsOnlyOfControlledObjects(t *testing.T) {
 	// A Pod the Instance controls queues it, on every change.
 	owned := meta("train-owned", controlledBy("train", "uid-train")...)
 	if _, err := pods.Create(f.ctx, &corev1.Pod{ObjectMeta: owned}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	f.waitFor("tenant-a/train")
+	// So does an update that takes the Pod from it: the Instance must
+	// see its Pod is no longer its own.
+	p, err := pods.Get(f.ctx, "train-owned", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.OwnerReferences, p.ResourceVersion = nil, "2"
+	if _, err := pods.Update(f.ctx, p, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	f.waitFor("tenant-a/train")
+	p.OwnerReferences, p.ResourceVersion = controlledBy("train", "uid-train"), "3"
+	if _, err := pods.Update(f.ctx, p, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	f.waitFor("tenant-a/train")

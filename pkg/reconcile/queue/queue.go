@@ -170,14 +170,17 @@ type Object interface {
 	metav1.Object
 }
 
-// Handler returns event handlers that call changed on adds and on updates
-// that moved the resourceVersion (a resync moves nothing), and deleted on
-// deletes.
+// Handler returns event handlers that call changed on adds, on both sides
+// of an update that moved the resourceVersion (a resync moves nothing), and
+// deleted on deletes. Both sides, because an update can take an object out
+// of what a key covers (an owner reference removed, say): the key it
+// leaves must hear of it too. The queue folds a key added twice.
 func Handler[O Object](changed func(O), deleted func(cache.DeletedObject[O])) cache.TypedResourceEventHandlerFuncs[O] {
 	return cache.TypedResourceEventHandlerFuncs[O]{
 		AddFunc: changed,
 		UpdateFunc: func(old, o O) {
 			if old.GetResourceVersion() != o.GetResourceVersion() {
+				changed(old)
 				changed(o)
 			}
 		},

@@ -147,8 +147,8 @@ func TestRunWithoutSync(t *testing.T) {
 	}
 }
 
-// TestHandler: adds, updates that move the resourceVersion and deletes
-// reach the loop; a resync (same resourceVersion) does not.
+// TestHandler: adds, both sides of updates that move the resourceVersion,
+// and deletes reach the loop; a resync (same resourceVersion) does not.
 func TestHandler(t *testing.T) {
 	var changed, deleted []string
 	h := Handler(func(p *corev1.Pod) { changed = append(changed, p.Name+"@"+p.ResourceVersion) },
@@ -160,7 +160,7 @@ func TestHandler(t *testing.T) {
 	h.OnUpdate(pod("1"), pod("1"))
 	h.OnUpdate(pod("1"), pod("2"))
 	h.OnDelete(cache.DeletedObject[*corev1.Pod]{OptionalObj: pod("2")})
-	if want := []string{"p@1", "p@2"}; !slices.Equal(changed, want) {
+	if want := []string{"p@1", "p@1", "p@2"}; !slices.Equal(changed, want) {
 		t.Errorf("changed %v, want %v", changed, want)
 	}
 	if want := []string{"p"}; !slices.Equal(deleted, want) {

@@ -24,9 +24,10 @@ import (
 // changes it, and the validating phase runs here, inside the update, with
 // the stored Instance beside the new one. So a start is sized, checked
 // against its type and charged as `kubectl patch --type=merge -p
-// '{"spec":{"stopped":false}}'` would be, by the requesting user. Managed
-// fields are not updated: there is no field manager of the main resource
-// here.
+// '{"spec":{"stopped":false}}'` would be, by the requesting user. A write
+// of the spec between admission and storage is a conflict (409); one of
+// status or metadata alone is kept. Managed fields are not updated: there
+// is no field manager of the main resource here.
 type LifecycleREST struct {
 	store rest.Updater
 	// subresource is "start" or "stop".
@@ -85,9 +86,22 @@ func (u lifecycleUpdate) UpdatedObject(_ context.Context, oldObj runtime.Object)
 	if u.body.UID == "" {
 		return desired, nil
 	}
-	if u.body.UID != old.UID || u.body.ResourceVersion != old.ResourceVersion {
+	if u.body.UID != old.UID || u.body.Generation != old.Generation {
 		return nil, apierrors.NewConflict(gpu.Resource("instances"), old.Name,
-			fmt.Errorf("instance %s/%s changed while its %s was admitted; try again", old.Namespace, old.Name, u.subresource))
+			fmt.Errorf("the spec of instance %s/%s changed while its %s was admitted; try again", old.Namespace, old.Name, u.subresource))
 	}
-	return u.body.DeepCopy(), nil
+	if u.body.ResourceVersion == old.ResourceVersion {
+		return u.body.DeepCopy(), nil
+	}
+	// Only status or metadata moved since admission read the Instance (the
+	// controller writes status all the time): keep them, and take what
+	// admission decided, the spec and the record of what it sized.
+	desired = old.DeepCopy()
+	desired.Spec = *u.body.Spec.DeepCopy()
+	if v, ok := u.body.Annotations[gpu.SizedResourcesAnnotation]; ok {
+		metav1.SetMetaDataAnnotation(&desired.ObjectMeta, gpu.SizedResourcesAnnotation, v)
+	} else {
+		delete(desired.Annotations, gpu.SizedResourcesAnnotation)
+	}
+	return desired, nil
 }

@@ -74,7 +74,7 @@ func (c *chain) admit(ctx context.Context, a admission.Attributes) error {
 		return err
 	}
 	c.note("admit", inst, old)
-	inst.Annotations = map[string]string{"mutated": "yes"}
+	metav1.SetMetaDataAnnotation(&inst.ObjectMeta, gpu.SizedResourcesAnnotation, "cpu")
 	return nil
 }
 
@@ -84,7 +84,7 @@ func (c *chain) validate(ctx context.Context, a admission.Attributes) error {
 		return err
 	}
 	c.note("validate", inst, old)
-	if c.mutates && inst.Annotations["mutated"] != "yes" {
+	if c.mutates && inst.Annotations[gpu.SizedResourcesAnnotation] != "cpu" {
 		return fmt.Errorf("validated what was not mutated")
 	}
 	return c.refuse
@@ -106,7 +106,8 @@ func TestLifecycleCreate(t *testing.T) {
 		between     func(*gpu.Instance) // a write between admission and storage
 		refuse      error
 		wantCalls   []string
-		wantStopped bool // stored afterwards
+		wantStopped bool   // stored afterwards
+		wantLabel   string // the team label stored afterwards
 		wantErr     string
 	}{
 		{name: "stop", stored: running, stop: true, mutating: true,
@@ -123,10 +124,16 @@ func TestLifecycleCreate(t *testing.T) {
 		{name: "an Instance being deleted is not started", stored: deleting, mutating: true, wantStopped: true,
 			wantCalls: []string{"admit stopped=true->false"},
 			wantErr:   `Operation cannot be fulfilled on instances.gpu.kiln.dev "train": instance team-a/train is being deleted and cannot be started`},
-		{name: "an Instance changed after admission read it is a conflict", stored: stopped, mutating: true,
-			between:   func(i *gpu.Instance) { i.ResourceVersion = "8"; i.Spec.Image = "other:1" },
+		{name: "a spec changed after admission read it is a conflict", stored: stopped, mutating: true,
+			between:   func(i *gpu.Instance) { i.ResourceVersion, i.Generation, i.Spec.Image = "8", 2, "other:1" },
 			wantCalls: []string{"admit stopped=true->false"}, wantStopped: true,
-			wantErr: `Operation cannot be fulfilled on instances.gpu.kiln.dev "train": instance team-a/train changed while its start was admitted; try again`},
+			wantErr: `Operation cannot be fulfilled on instances.gpu.kiln.dev "train": the spec of instance team-a/train changed while its start was admitted; try again`},
+		{name: "status and labels written after admission read it are kept", stored: stopped, mutating: true,
+			between: func(i *gpu.Instance) {
+				i.ResourceVersion, i.Status.Phase, i.Labels = "8", gpu.InstanceStopped, map[string]string{"team": "vision"}
+			},
+			wantCalls: []string{"admit stopped=true->false", "validate stopped=true->false"},
+			wantLabel: "vision"},
 		{name: "missing", stop: true, mutating: true, wantErr: `instances.gpu.kiln.dev "train" not found`},
 		{name: "without a mutating plugin the stored Instance is flipped", stored: running, stop: true,
 			wantCalls: []string{"validate stopped=false->true"}, wantStopped: true},
@@ -176,8 +183,11 @@ func TestLifecycleCreate(t *testing.T) {
 				}
 			} else if err != nil {
 				t.Fatalf("unexpected error: %v", err)
-			} else if got := out.(*gpu.Instance); got.Spec.Stopped != tc.stop || (got.Annotations["mutated"] == "yes") != tc.mutating {
+			} else if got := out.(*gpu.Instance); got.Spec.Stopped != tc.stop || (got.Annotations[gpu.SizedResourcesAnnotation] == "cpu") != tc.mutating {
 				t.Errorf("answered stopped %v, annotations %v; want %v, mutated %v", got.Spec.Stopped, got.Annotations, tc.stop, tc.mutating)
+			}
+			if store.stored != nil && store.stored.Labels["team"] != tc.wantLabel {
+				t.Errorf("stored labels %v, want team=%q", store.stored.Labels, tc.wantLabel)
 			}
 			if !slices.Equal(c.calls, tc.wantCalls) {
 				t.Errorf("admission calls:\n got %q\nwant %q", c.calls, tc.wantCalls)
