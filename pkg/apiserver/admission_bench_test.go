@@ -38,7 +38,7 @@ import (
 // chain's own cost; BenchmarkCreateInstance measures a whole request on
 // real etcd. Besides ns/op it reports the p50 and p99 of single requests.
 //
-//	go test ./pkg/apiserver -run '^$' -bench 'BenchmarkAdmissionChain|BenchmarkCreateInstance' -benchmem
+//	go test -tags=integration ./pkg/apiserver -run '^$' -bench 'BenchmarkAdmissionChain|BenchmarkCreateInstance' -benchmem
 func BenchmarkAdmissionChain(b *testing.B) {
 	h100Type, err := client.GpuV1alpha1().InstanceTypes().Get(context.Background(), "h100", metav1.GetOptions{})
 	if err != nil {
