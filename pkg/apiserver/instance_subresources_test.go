@@ -186,6 +186,50 @@ func TestStartIsCharged(t *testing.T) {
 	}
 }
 
+// TestStartIgnoresTheBody: whatever is posted to instances/start, even a
+// whole Instance naming the stored one's UID and resourceVersion, only
+// spec.stopped changes, and the Budget is charged for what is stored.
+func TestStartIgnoresTheBody(t *testing.T) {
+	const ns = "lifecycle-forged"
+	c := ctx(t)
+	b := budget(ns, "team")
+	b.Spec.Hard = gpuv1.BudgetResourceList{gpuv1.BudgetAccelerators: resource.MustParse("1")}
+	if _, err := client.GpuV1alpha1().Budgets(ns).Create(c, b, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	parked := instance(ns, "parked", "h100", 1)
+	parked.Spec.Stopped = true
+	parked, err := client.GpuV1alpha1().Instances(ns).Create(c, parked, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	forged := parked.DeepCopy()
+	forged.Labels = map[string]string{"forged": "yes"}
+	forged.Spec.Stopped = false
+	forged.Spec.Image = "evil:1"
+	forged.Spec.Privileged = true
+	forged.Spec.Resources = gpuv1.InstanceResources{Accelerators: ptr.To[int32](8)}
+	body, err := json.Marshal(forged)
+	if err != nil {
+		t.Fatal(err)
+	}
+	code, answer := rawRequest(t, "POST", fmt.Sprintf("/apis/gpu.kiln.dev/v1alpha1/namespaces/%s/instances/parked/start", ns),
+		"application/json", "application/json", string(body))
+	if code != http.StatusCreated {
+		t.Fatalf("start with a forged body: %d %s", code, answer)
+	}
+	got, err := client.GpuV1alpha1().Instances(ns).Get(c, "parked", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Spec.Stopped || got.Spec.Image != parked.Spec.Image || got.Spec.Privileged ||
+		*got.Spec.Resources.Accelerators != 1 || got.Labels["forged"] != "" {
+		t.Errorf("stored after the start: labels %v, stopped %v, image %q, privileged %v, accelerators %d; want only spec.stopped changed",
+			got.Labels, got.Spec.Stopped, got.Spec.Image, got.Spec.Privileged, *got.Spec.Resources.Accelerators)
+	}
+	waitForUsed(t, ns, "team", gpuv1.BudgetAccelerators, "1")
+}
+
 // TestStartOnHeldType: a start is refused on a type on Hold, a stop is not.
 func TestStartOnHeldType(t *testing.T) {
 	const ns = "lifecycle-held"

@@ -36,12 +36,6 @@ var lifecycle = map[string]bool{"start": false, "stop": true}
 // Getter reads a stored Instance, consistently.
 type Getter func(ctx context.Context, namespace, name string) (*gpu.Instance, error)
 
-// IsLifecycle says whether the request is a start or a stop.
-func IsLifecycle(a admission.Attributes) bool {
-	_, ok := lifecycle[a.GetSubresource()]
-	return ok && a.GetResource().GroupResource() == gpu.Resource("instances")
-}
-
 // Lifecycle is stored as a start or stop would store it: a copy with
 // spec.stopped set.
 func Lifecycle(stored *gpu.Instance, subresource string) *gpu.Instance {
@@ -80,7 +74,7 @@ func Of(ctx context.Context, a admission.Attributes, get Getter) (inst, old *gpu
 		}
 		return inst, old, nil
 	}
-	if !IsLifecycle(a) {
+	if _, ok := lifecycle[a.GetSubresource()]; !ok {
 		return nil, nil, nil
 	}
 	body, ok := a.GetObject().(*gpu.Instance)
