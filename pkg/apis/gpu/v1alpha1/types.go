@@ -608,6 +608,41 @@ const (
 // ClaimConditionWaiting says why a Pending claim waits.
 const ClaimConditionWaiting = "Waiting"
 
+// Reasons of a Claim's Waiting condition: what the tenant can act on.
+const (
+	// ClaimReasonCapacity: no node of the pool has room for all of the
+	// Claim (or of its claim set).
+	ClaimReasonCapacity = "Capacity"
+	// ClaimReasonTypeHeld: the InstanceType is on hold or draining.
+	ClaimReasonTypeHeld = "TypeHeld"
+	// ClaimReasonTypeNotFound: the InstanceType does not exist.
+	ClaimReasonTypeNotFound = "TypeNotFound"
+	// ClaimReasonNodeNotFound: spec.nodeName is not a node of the pool.
+	ClaimReasonNodeNotFound = "NodeNotFound"
+	// ClaimReasonBudget: a Budget of the namespace is over its hard limit;
+	// raising it lets the Claim through.
+	ClaimReasonBudget = "Budget"
+	// ClaimReasonScheduling: a node was chosen and the scheduler has yet to
+	// bind the Pod that holds the cards there.
+	ClaimReasonScheduling = "Scheduling"
+	// ClaimReasonNameConflict: a Pod the Claim did not make has the name
+	// of its holder Pod.
+	ClaimReasonNameConflict = "NameConflict"
+)
+
+// ClaimSetLabel groups the Claims of one namespace that are placed
+// together: all of them on one node, or none.
+const ClaimSetLabel = "gpu.kiln.dev/claim-set"
+
+// ClaimFinalizer keeps a deleted Claim until its holder Pod is gone and no
+// running Instance uses it.
+const ClaimFinalizer = "gpu.kiln.dev/claim"
+
+// ClaimPriorityClassName is the PriorityClass of the Pods that hold a
+// Claim's cards and of the Instance Pods that run on a Claim: the highest
+// a user-defined class may have, with preemptionPolicy Never.
+const ClaimPriorityClassName = "kiln-claim"
+
 // ClaimStatus is the observed state of a Claim.
 type ClaimStatus struct {
 	// phase is Pending, Bound, Attached, Lost or Expired.
