@@ -455,11 +455,13 @@ func nodeReady(n *corev1.Node) bool {
 
 // applyArtifacts installs the namespace and RBAC exactly as artifacts/
 // ships them (the controller's too, so its RBAC is checked against the
-// cluster). The APIService follows once the server is up.
+// cluster), and the PriorityClass of Claims. The APIService follows once
+// the server is up.
 func (c *Cluster) applyArtifacts(ctx context.Context) error {
 	art := filepath.Join(c.opts.RepoRoot, "artifacts")
 	return c.apply.applyFiles(ctx,
 		filepath.Join(art, "namespace.yaml"),
+		filepath.Join(art, "priorityclass.yaml"),
 		filepath.Join(art, "rbac", "apiserver.yaml"),
 		filepath.Join(art, "rbac", "tenant-roles.yaml"),
 		filepath.Join(art, "rbac", "controller.yaml"),

@@ -34,6 +34,7 @@ import (
 	"kiln.dev/kiln/pkg/generated/clientset/versioned"
 	kilnscheme "kiln.dev/kiln/pkg/generated/clientset/versioned/scheme"
 	kilninformers "kiln.dev/kiln/pkg/generated/informers/externalversions"
+	"kiln.dev/kiln/pkg/reconcile/claim"
 	"kiln.dev/kiln/pkg/reconcile/instance"
 	"kiln.dev/kiln/pkg/reconcile/instancetype"
 )
@@ -49,7 +50,7 @@ func NewCommand(ctx context.Context) *cobra.Command {
 	o := NewOptions()
 	cmd := &cobra.Command{
 		Use:          "kiln-controller",
-		Short:        "Turns Kiln's Instances into Pods and Services and reports InstanceType capacity",
+		Short:        "Turns Kiln's Instances into Pods and Services, holds Claims' cards and reports InstanceType capacity",
 		SilenceUsage: true,
 		PersistentPreRunE: func(*cobra.Command, []string) error {
 			return logsapi.ValidateAndApply(o.Logs, nil)
@@ -166,7 +167,7 @@ func Run(ctx context.Context, o *Options) error {
 	}
 }
 
-// runLoops starts the informers and both loops, and returns when ctx is done.
+// runLoops starts the informers and the loops, and returns when ctx is done.
 func runLoops(ctx context.Context, o *Options, kube kubernetes.Interface, kiln versioned.Interface, recorder record.EventRecorder) error {
 	kubeInformers := informers.NewSharedInformerFactory(kube, 0)
 	kilnInformers := kilninformers.NewSharedInformerFactory(kiln, 0)
@@ -174,7 +175,7 @@ func runLoops(ctx context.Context, o *Options, kube kubernetes.Interface, kiln v
 	nodes := kubeInformers.Core().V1().Nodes()
 	instances, err := instance.NewController(kube, kiln,
 		kilnInformers.Gpu().V1alpha1().Instances(), kilnInformers.Gpu().V1alpha1().InstanceTypes(),
-		pods, kubeInformers.Core().V1().Services(), nodes, recorder,
+		kilnInformers.Gpu().V1alpha1().Claims(), pods, kubeInformers.Core().V1().Services(), nodes, recorder,
 		instance.Options{
 			Render:           instance.RenderOptions{SSHImage: o.SSHImage},
 			AdmissionBackoff: o.AdmissionBackoff,
@@ -187,15 +188,24 @@ func runLoops(ctx context.Context, o *Options, kube kubernetes.Interface, kiln v
 	if err != nil {
 		return err
 	}
+	claims, err := claim.NewController(kube, kiln,
+		kilnInformers.Gpu().V1alpha1().Claims(), kilnInformers.Gpu().V1alpha1().Instances(),
+		kilnInformers.Gpu().V1alpha1().InstanceTypes(), kilnInformers.Gpu().V1alpha1().Budgets(),
+		pods, nodes, recorder,
+		claim.Options{HolderImage: o.HolderImage, LostGrace: o.ClaimLostGrace})
+	if err != nil {
+		return err
+	}
 	kubeInformers.Start(ctx.Done())
 	kilnInformers.Start(ctx.Done())
 	defer kubeInformers.Shutdown()
 	defer kilnInformers.Shutdown()
 
 	var wg sync.WaitGroup
-	errs := make([]error, 2)
+	errs := make([]error, 3)
 	wg.Go(func() { errs[0] = instances.Run(ctx, o.InstanceWorkers) })
 	wg.Go(func() { errs[1] = types.Run(ctx, o.TypeWorkers) })
+	wg.Go(func() { errs[2] = claims.Run(ctx, o.ClaimWorkers) })
 	wg.Wait()
 	return errors.Join(errs...)
 }

@@ -19,6 +19,9 @@ type Options struct {
 	BindAddress      string
 	InstanceWorkers  int
 	TypeWorkers      int
+	ClaimWorkers     int
+	HolderImage      string
+	ClaimLostGrace   time.Duration
 	SSHImage         string
 	AdmissionBackoff time.Duration
 	AdmissionWindow  time.Duration
@@ -34,6 +37,9 @@ func NewOptions() *Options {
 		BindAddress:      ":8080",
 		InstanceWorkers:  8,
 		TypeWorkers:      2,
+		ClaimWorkers:     4,
+		HolderImage:      "registry.k8s.io/pause:3.10",
+		ClaimLostGrace:   5 * time.Minute,
 		AdmissionBackoff: 2 * time.Second,
 		AdmissionWindow:  5 * time.Minute,
 		QPS:              50,
@@ -57,6 +63,9 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.BindAddress, "bind-address", o.BindAddress, "address of the /healthz, /readyz and /metrics endpoints")
 	fs.IntVar(&o.InstanceWorkers, "instance-workers", o.InstanceWorkers, "Instances reconciled at once")
 	fs.IntVar(&o.TypeWorkers, "instancetype-workers", o.TypeWorkers, "InstanceTypes reconciled at once")
+	fs.IntVar(&o.ClaimWorkers, "claim-workers", o.ClaimWorkers, "Claims reconciled at once")
+	fs.StringVar(&o.HolderImage, "claim-holder-image", o.HolderImage, "image of the Pods that hold Claims' cards; it only has to run (a pause image)")
+	fs.DurationVar(&o.ClaimLostGrace, "claim-lost-grace", o.ClaimLostGrace, "how long a Claim's node may be NotReady before the Claim is Lost and placed again")
 	fs.StringVar(&o.SSHImage, "ssh-image", o.SSHImage, "image of the SSH sidecar of Instances with spec.ssh (an sshd reading authorized keys from /etc/kiln/ssh); without it such Instances fail with a message saying so")
 	fs.DurationVar(&o.AdmissionBackoff, "admission-failure-backoff", o.AdmissionBackoff, "wait before rebuilding a Pod the kubelet refused at admission; doubles with each rebuild")
 	fs.DurationVar(&o.AdmissionWindow, "admission-failure-window", o.AdmissionWindow, "how long after the first refusal rebuilds go on before the Pod is left failed")
@@ -68,8 +77,10 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 // Validate checks the flags.
 func (o *Options) Validate() error {
 	switch {
-	case o.InstanceWorkers < 1 || o.TypeWorkers < 1:
-		return fmt.Errorf("--instance-workers and --instancetype-workers must be at least 1")
+	case o.InstanceWorkers < 1 || o.TypeWorkers < 1 || o.ClaimWorkers < 1:
+		return fmt.Errorf("--instance-workers, --instancetype-workers and --claim-workers must be at least 1")
+	case o.HolderImage == "" || o.ClaimLostGrace <= 0:
+		return fmt.Errorf("--claim-holder-image must be set and --claim-lost-grace must be positive")
 	case o.AdmissionBackoff <= 0 || o.AdmissionWindow <= 0:
 		return fmt.Errorf("--admission-failure-backoff and --admission-failure-window must be positive")
 	case o.LeaderElection.LeaderElect && o.LeaderElection.ResourceLock != "leases":

@@ -35,8 +35,9 @@ const (
 
 	// byType and byNode index Instances by spec.type and spec.nodeName, so
 	// a change of an InstanceType or a Node wakes only its Instances.
-	byType = "spec.type"
-	byNode = "spec.nodeName"
+	byType  = "spec.type"
+	byNode  = "spec.nodeName"
+	byClaim = "spec.claimName"
 )
 
 // Options tune the controller.
@@ -59,6 +60,7 @@ type Controller struct {
 
 	instances listers.InstanceLister
 	types     listers.InstanceTypeLister
+	claims    listers.ClaimLister
 	pods      corelisters.PodLister
 	services  corelisters.ServiceLister
 	nodes     corelisters.NodeLister
@@ -91,6 +93,7 @@ func NewController(
 	kiln versioned.Interface,
 	instances kilninformers.InstanceInformer,
 	instanceTypes kilninformers.InstanceTypeInformer,
+	claims kilninformers.ClaimInformer,
 	pods coreinformers.PodInformer,
 	services coreinformers.ServiceInformer,
 	nodes coreinformers.NodeInformer,
@@ -109,6 +112,7 @@ func NewController(
 		kiln:      kiln,
 		instances: instances.Lister(),
 		types:     instanceTypes.Lister(),
+		claims:    claims.Lister(),
 		pods:      pods.Lister(),
 		services:  services.Lister(),
 		nodes:     nodes.Lister(),
@@ -124,6 +128,12 @@ func NewController(
 		byNode: func(inst *v1alpha1.Instance) ([]string, error) {
 			if n := inst.Spec.NodeName; n != "" {
 				return []string{n}, nil
+			}
+			return nil, nil
+		},
+		byClaim: func(inst *v1alpha1.Instance) ([]string, error) {
+			if n := inst.Spec.ClaimName; n != "" {
+				return []string{inst.Namespace + "/" + n}, nil
 			}
 			return nil, nil
 		},
@@ -149,6 +159,13 @@ func NewController(
 		UpdateFunc: func(_, t *v1alpha1.InstanceType) { c.enqueueIndexed(byType, t.Name) },
 		DeleteFunc: func(d kilninformers.DeletedInstanceType) { c.enqueueIndexed(byType, d.GetName()) },
 	}); err != nil {
+		return nil, err
+	}
+	// Instances on a Claim follow it: they run once it is attached to them.
+	if err := queue.Watch(c.queue, kilninformers.ToTypedClaimInformer(claims).TypedInformer(), queue.Handler(
+		func(cl *v1alpha1.Claim) { c.enqueueIndexed(byClaim, cl.Namespace+"/"+cl.Name) },
+		func(d kilninformers.DeletedClaim) { c.enqueueIndexed(byClaim, d.GetObjectName().String()) },
+	)); err != nil {
 		return nil, err
 	}
 	// Pinned Instances wait for their Node to appear.

@@ -40,7 +40,7 @@ type fixture struct {
 	c        *Controller
 	clock    time.Time
 
-	instances, types, pods, services, nodes cache.Indexer
+	instances, types, claims, pods, services, nodes cache.Indexer
 }
 
 func newFixture(t *testing.T, opts Options, objs ...runtime.Object) *fixture {
@@ -48,7 +48,7 @@ func newFixture(t *testing.T, opts Options, objs ...runtime.Object) *fixture {
 	var kubeObjs, kilnObjs []runtime.Object
 	for _, o := range objs {
 		switch o.(type) {
-		case *v1alpha1.Instance, *v1alpha1.InstanceType:
+		case *v1alpha1.Instance, *v1alpha1.InstanceType, *v1alpha1.Claim:
 			kilnObjs = append(kilnObjs, o)
 		default:
 			kubeObjs = append(kubeObjs, o)
@@ -65,13 +65,14 @@ func newFixture(t *testing.T, opts Options, objs ...runtime.Object) *fixture {
 	kilnInf := kilninformers.NewSharedInformerFactory(f.kiln, 0)
 	instances, instanceTypes := kilnInf.Gpu().V1alpha1().Instances(), kilnInf.Gpu().V1alpha1().InstanceTypes()
 	pods, services, nodes := kubeInf.Core().V1().Pods(), kubeInf.Core().V1().Services(), kubeInf.Core().V1().Nodes()
-	c, err := NewController(f.kube, f.kiln, instances, instanceTypes, pods, services, nodes, f.recorder, opts)
+	claims := kilnInf.Gpu().V1alpha1().Claims()
+	c, err := NewController(f.kube, f.kiln, instances, instanceTypes, claims, pods, services, nodes, f.recorder, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
 	c.now = func() time.Time { return f.clock }
 	f.c = c
-	f.instances, f.types = instances.Informer().GetIndexer(), instanceTypes.Informer().GetIndexer()
+	f.instances, f.types, f.claims = instances.Informer().GetIndexer(), instanceTypes.Informer().GetIndexer(), claims.Informer().GetIndexer()
 	f.pods, f.services, f.nodes = pods.Informer().GetIndexer(), services.Informer().GetIndexer(), nodes.Informer().GetIndexer()
 	for _, o := range objs {
 		if err := f.indexerFor(o).Add(o); err != nil {
@@ -87,6 +88,8 @@ func (f *fixture) indexerFor(o runtime.Object) cache.Indexer {
 		return f.instances
 	case *v1alpha1.InstanceType:
 		return f.types
+	case *v1alpha1.Claim:
+		return f.claims
 	case *corev1.Pod:
 		return f.pods
 	case *corev1.Service:

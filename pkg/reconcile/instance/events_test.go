@@ -42,7 +42,7 @@ func newEventsFixture(t *testing.T, instances ...*v1alpha1.Instance) *eventsFixt
 	kube := kubefake.NewClientset()
 	kubeInf := kubeinformers.NewSharedInformerFactory(kube, 0)
 	kilnInf := kilninformers.NewSharedInformerFactory(kiln, 0)
-	c, err := NewController(kube, kiln, kilnInf.Gpu().V1alpha1().Instances(), kilnInf.Gpu().V1alpha1().InstanceTypes(),
+	c, err := NewController(kube, kiln, kilnInf.Gpu().V1alpha1().Instances(), kilnInf.Gpu().V1alpha1().InstanceTypes(), kilnInf.Gpu().V1alpha1().Claims(),
 		kubeInf.Core().V1().Pods(), kubeInf.Core().V1().Services(), kubeInf.Core().V1().Nodes(), record.NewFakeRecorder(10), Options{})
 	if err != nil {
 		t.Fatal(err)

@@ -14,6 +14,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"kiln.dev/kiln/pkg/apis/gpu/v1alpha1"
+	"kiln.dev/kiln/pkg/reconcile/claim"
 )
 
 // Labels that tie a Pod or Service to its Instance.
@@ -136,6 +137,16 @@ func RenderPod(inst *v1alpha1.Instance, t *v1alpha1.InstanceType, node *corev1.N
 		},
 	}
 	return pod, nil
+}
+
+// RenderOnClaim puts an Instance's Pod on its Claim: kept to the Claim's
+// node, labelled with the Claim (so placement counts it as the Claim), and
+// at the Claims' priority, which the hand-over from the Claim's holder
+// relies on.
+func RenderOnClaim(pod *corev1.Pod, claimName, node string) {
+	pod.Labels[claim.LabelClaim] = claimName
+	pod.Spec.Affinity = claim.PinTo(node)
+	pod.Spec.PriorityClassName = v1alpha1.ClaimPriorityClassName
 }
 
 // objectMeta names a rendered object after its Instance, labels it and

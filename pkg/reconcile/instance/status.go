@@ -25,6 +25,7 @@ const (
 	ReasonRebuilding        = "Rebuilding"
 	ReasonDrained           = "Drained"
 	ReasonPodOutOfDate      = "PodOutOfDate"
+	ReasonClaimNotAttached  = "ClaimNotAttached"
 	podAdmissionErrorReason = "UnexpectedAdmissionError"
 )
 
@@ -43,6 +44,8 @@ type observed struct {
 	problem *problem
 	// rebuilding says the Pod failed kubelet admission and is rebuilt.
 	rebuilding string
+	// claimWait says why an Instance on a Claim does not run yet.
+	claimWait string
 }
 
 type problem struct {
@@ -94,6 +97,8 @@ func computeStatus(o observed) v1alpha1.InstanceStatus {
 	case inst.Spec.Stopped:
 		st.Phase, reason, message = v1alpha1.InstanceStopped, ReasonStopped, "stopped; start it with the instances/start subresource"
 		st.NodeName, st.PodIPs, st.HostIPs, st.StartTime = "", nil, nil, nil
+	case o.claimWait != "" && o.pod == nil:
+		st.Phase, reason, message = v1alpha1.InstancePending, ReasonClaimNotAttached, o.claimWait
 	case o.rebuilding != "":
 		st.Phase, reason, message = v1alpha1.InstanceStarting, ReasonRebuilding, o.rebuilding
 	case o.pod == nil:

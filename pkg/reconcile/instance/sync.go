@@ -18,6 +18,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"kiln.dev/kiln/pkg/apis/gpu/v1alpha1"
+	"kiln.dev/kiln/pkg/reconcile/claim"
 )
 
 // Annotations on a rendered Pod: the Instance generation it was built
@@ -91,13 +92,24 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) (time.Durat
 	case inst.Spec.Stopped:
 		c.clearFailures(inst)
 		if pod != nil && pod.DeletionTimestamp == nil {
+			if wait, err := c.claimKeeps(inst, pod); err != nil || wait {
+				// Its Claim takes the cards back first.
+				return handOverPoll, c.writeStatus(ctx, inst, computeStatus(o))
+			}
 			if err := c.deletePod(ctx, pod); err != nil {
 				return 0, err
 			}
 		}
 	case o.problem != nil:
 	default:
-		after, err = c.syncPod(ctx, &o, t)
+		claimNode, err := c.claimNode(&o)
+		if err != nil {
+			return 0, err
+		}
+		if o.claimWait != "" && pod == nil {
+			break
+		}
+		after, err = c.syncPod(ctx, &o, t, claimNode)
 		if err != nil {
 			return 0, err
 		}
@@ -114,7 +126,7 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) (time.Durat
 
 // syncPod creates the Pod when missing, rebuilds it when an edit changed
 // it or the kubelet refused it at admission, and fills o with what it saw.
-func (c *Controller) syncPod(ctx context.Context, o *observed, t *v1alpha1.InstanceType) (time.Duration, error) {
+func (c *Controller) syncPod(ctx context.Context, o *observed, t *v1alpha1.InstanceType, claimNode string) (time.Duration, error) {
 	inst, pod := o.inst, o.pod
 	var node *corev1.Node
 	if inst.Spec.NodeName != "" {
@@ -132,6 +144,9 @@ func (c *Controller) syncPod(ctx context.Context, o *observed, t *v1alpha1.Insta
 	if err != nil {
 		o.problem = &problem{ReasonInvalid, err.Error()}
 		return 0, nil
+	}
+	if claimNode != "" {
+		RenderOnClaim(desired, inst.Spec.ClaimName, claimNode)
 	}
 	hash, err := podHash(desired)
 	if err != nil {
@@ -152,6 +167,11 @@ func (c *Controller) syncPod(ctx context.Context, o *observed, t *v1alpha1.Insta
 		}
 		o.pod = created
 		klog.FromContext(ctx).V(2).Info("Created Pod", "pod", klog.KObj(created))
+		if claimNode != "" {
+			// Nominated, it has the claimed cards reserved: the Claim's
+			// holder goes only then.
+			return 0, client404(claim.Nominate(ctx, c.kube, created, claimNode))
+		}
 	case pod.DeletionTimestamp != nil:
 		// Its deletion wakes us.
 	case admissionFailed(pod):
@@ -167,6 +187,8 @@ func (c *Controller) syncPod(ctx context.Context, o *observed, t *v1alpha1.Insta
 		if _, err := c.kube.CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.MergePatchType, []byte(patch), metav1.PatchOptions{FieldManager: ManagedBy}); err != nil {
 			return 0, client404(err)
 		}
+	case claimNode != "" && pod.Spec.NodeName == "" && pod.Status.NominatedNodeName != claimNode:
+		return 0, client404(claim.Nominate(ctx, c.kube, pod, claimNode))
 	default:
 		// A Pod that runs forgives earlier refusals, but only once the
 		// window they opened is over: one that flaps between Ready and
@@ -301,6 +323,12 @@ func (c *Controller) finalize(ctx context.Context, inst *v1alpha1.Instance, pod 
 	}
 	if pod != nil {
 		if pod.DeletionTimestamp == nil {
+			if wait, err := c.claimKeeps(inst, pod); err != nil || wait {
+				if err == nil {
+					c.queue.AddAfter(cache.MetaObjectToName(inst), handOverPoll)
+				}
+				return err
+			}
 			if err := c.deletePod(ctx, pod); err != nil {
 				return err
 			}
@@ -381,4 +409,88 @@ func podHash(pod *corev1.Pod) (string, error) {
 	h := fnv.New64a()
 	_, _ = h.Write(b)
 	return strconv.FormatUint(h.Sum64(), 36), nil
+}
+
+// handOverPoll is how often an Instance that lets go of its Claim looks
+// for the Claim's holder to have the cards reserved again.
+const handOverPoll = 500 * time.Millisecond
+
+// claimNode is the node of the Claim a running Instance runs on, once the
+// Claim is attached to it; until then o.claimWait says why it waits.
+func (c *Controller) claimNode(o *observed) (string, error) {
+	inst := o.inst
+	if inst.Spec.ClaimName == "" {
+		return "", nil
+	}
+	cl, err := c.claims.Claims(inst.Namespace).Get(inst.Spec.ClaimName)
+	if apierrors.IsNotFound(err) {
+		o.claimWait = fmt.Sprintf("claim %q does not exist; create it, or delete this Instance and create one without spec.claimName", inst.Spec.ClaimName)
+		return "", nil
+	}
+	if err != nil {
+		return "", err
+	}
+	st := cl.Status
+	switch {
+	case cl.DeletionTimestamp != nil:
+		o.claimWait = fmt.Sprintf("claim %s is being deleted", cl.Name)
+	case st.Phase == v1alpha1.ClaimAttached && st.AttachedTo == inst.Name && st.NodeName != "":
+		return st.NodeName, nil
+	case st.Phase == v1alpha1.ClaimAttached || (st.Phase == v1alpha1.ClaimLost && st.AttachedTo != "" && st.AttachedTo != inst.Name):
+		o.claimWait = fmt.Sprintf("claim %s is attached to Instance %s; stop that one first", cl.Name, st.AttachedTo)
+	case st.Phase == v1alpha1.ClaimLost && st.AttachedTo == inst.Name:
+		// Its node is gone: the Pod there is what it has; stopping lets
+		// the Claim be placed again.
+		return st.NodeName, nil
+	default:
+		phase := st.Phase
+		if phase == "" {
+			phase = v1alpha1.ClaimPending
+		}
+		why := ""
+		if r := claim.WaitingReason(cl); r != "" {
+			why = fmt.Sprintf(" (%s: %s)", r, waitingMessage(cl))
+		}
+		o.claimWait = fmt.Sprintf("waiting for claim %s, which is %s%s", cl.Name, phase, why)
+	}
+	return "", nil
+}
+
+func waitingMessage(cl *v1alpha1.Claim) string {
+	for _, cond := range cl.Status.Conditions {
+		if cond.Type == v1alpha1.ClaimConditionWaiting {
+			return cond.Message
+		}
+	}
+	return ""
+}
+
+// claimKeeps says whether the Pod of an Instance letting go of its Claim
+// must stay until the Claim's holder has the cards reserved again, so no
+// other Pod can take them in between. A Claim that is gone, being deleted,
+// lost or expired takes nothing back.
+func (c *Controller) claimKeeps(inst *v1alpha1.Instance, pod *corev1.Pod) (bool, error) {
+	if inst.Spec.ClaimName == "" {
+		return false, nil
+	}
+	cl, err := c.claims.Claims(inst.Namespace).Get(inst.Spec.ClaimName)
+	if apierrors.IsNotFound(err) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	node := cl.Status.NodeName
+	if cl.DeletionTimestamp != nil || node == "" || pod.Spec.NodeName != node ||
+		(cl.Status.Phase != v1alpha1.ClaimAttached && cl.Status.Phase != v1alpha1.ClaimBound) {
+		return false, nil
+	}
+	holder, err := c.pods.Pods(cl.Namespace).Get(claim.HolderName(cl))
+	if apierrors.IsNotFound(err) {
+		return true, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	return !(metav1.IsControlledBy(holder, cl) && claim.Reserves(holder, node)), nil
 }

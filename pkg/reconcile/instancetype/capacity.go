@@ -55,10 +55,10 @@ func InPool(t *v1alpha1.InstanceType, node *corev1.Node) bool {
 	return true
 }
 
-// schedulable reports whether the scheduler would place a Pod of the type
+// Schedulable reports whether the scheduler would place a Pod of the type
 // on node: Ready, not cordoned, and no NoSchedule or NoExecute taint the
 // type's tolerations miss. Nodes that are not contribute nothing.
-func schedulable(t *v1alpha1.InstanceType, node *corev1.Node) bool {
+func Schedulable(t *v1alpha1.InstanceType, node *corev1.Node) bool {
 	if node.Spec.Unschedulable || !isReady(node) {
 		return false
 	}
@@ -88,10 +88,10 @@ func isReady(node *corev1.Node) bool {
 	return false
 }
 
-// cardResource is the extended resource that counts whole cards: the
+// CardResource is the extended resource that counts whole cards: the
 // exclusive one, else the one slices sit on. "" for a CPU-only or a
 // partitions-only type, which have no whole cards to offer.
-func cardResource(t *v1alpha1.InstanceType) corev1.ResourceName {
+func CardResource(t *v1alpha1.InstanceType) corev1.ResourceName {
 	a := t.Spec.Accelerator
 	switch {
 	case a == nil:
@@ -108,7 +108,7 @@ func cardResource(t *v1alpha1.InstanceType) corev1.ResourceName {
 // capacity: its card resource and its partitions'.
 func countedResources(t *v1alpha1.InstanceType) []corev1.ResourceName {
 	var names []corev1.ResourceName
-	if r := cardResource(t); r != "" {
+	if r := CardResource(t); r != "" {
 		names = append(names, r)
 	}
 	if a := t.Spec.Accelerator; a != nil {
@@ -132,23 +132,23 @@ func countedResources(t *v1alpha1.InstanceType) []corev1.ResourceName {
 func Capacity(t *v1alpha1.InstanceType, nodes []*corev1.Node, pods []*corev1.Pod) v1alpha1.InstanceTypeCapacity {
 	counted := map[string]*corev1.Node{}
 	for _, n := range nodes {
-		if InPool(t, n) && schedulable(t, n) {
+		if InPool(t, n) && Schedulable(t, n) {
 			counted[n.Name] = n
 		}
 	}
 	used := map[string]corev1.ResourceList{}
 	for _, p := range pods {
-		if _, ok := counted[p.Spec.NodeName]; !ok || !occupies(p) {
+		if _, ok := counted[p.Spec.NodeName]; !ok || !Occupies(p) {
 			continue
 		}
 		if used[p.Spec.NodeName] == nil {
 			used[p.Spec.NodeName] = corev1.ResourceList{}
 		}
-		addResources(used[p.Spec.NodeName], podRequests(p))
+		addResources(used[p.Spec.NodeName], PodRequests(p))
 	}
 
 	c := v1alpha1.InstanceTypeCapacity{Nodes: int32(len(counted))}
-	c.Cards, c.FreeCards = count(counted, used, cardResource(t))
+	c.Cards, c.FreeCards = count(counted, used, CardResource(t))
 	if a := t.Spec.Accelerator; a != nil {
 		for _, p := range a.Partitions {
 			total, free := count(counted, used, corev1.ResourceName(p.ResourceName))
@@ -174,19 +174,19 @@ func count(nodes map[string]*corev1.Node, used map[string]corev1.ResourceList, n
 	return total, free
 }
 
-// occupies reports whether the scheduler counts the Pod against its node:
+// Occupies reports whether the scheduler counts the Pod against its node:
 // bound and not finished.
-func occupies(p *corev1.Pod) bool {
+func Occupies(p *corev1.Pod) bool {
 	return p.Spec.NodeName != "" && p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed
 }
 
-// podRequests is what the scheduler reserves for a Pod: its containers
+// PodRequests is what the scheduler reserves for a Pod: its containers
 // together or its largest init container, whichever is more, where an init
 // container with restartPolicy Always (a sidecar) keeps running beside
 // everything started after it; plus the runtime class overhead. It reads
 // the spec only, so the allocation of a Pod being resized in place is not
 // looked at.
-func podRequests(p *corev1.Pod) corev1.ResourceList {
+func PodRequests(p *corev1.Pod) corev1.ResourceList {
 	reqs := corev1.ResourceList{}
 	for i := range p.Spec.Containers {
 		addResources(reqs, containerRequests(&p.Spec.Containers[i]))

@@ -129,10 +129,10 @@ func nodeChanged(old, cur *corev1.Node) bool {
 // node: binding, finishing, moving, or (in-place resize) its requests.
 // Phase changes between Pending and Running do not.
 func podChanged(old, cur *corev1.Pod) bool {
-	if occupies(old) != occupies(cur) || old.Spec.NodeName != cur.Spec.NodeName {
+	if Occupies(old) != Occupies(cur) || old.Spec.NodeName != cur.Spec.NodeName {
 		return true
 	}
-	return occupies(cur) && !apiequality.Semantic.DeepEqual(podRequests(old), podRequests(cur))
+	return Occupies(cur) && !apiequality.Semantic.DeepEqual(PodRequests(old), PodRequests(cur))
 }
 
 // nodeDeleted queues the pools of a deleted node. A tombstone may come
@@ -183,14 +183,14 @@ func (c *Controller) enqueuePoolsUsedBy(pods ...*corev1.Pod) {
 		return
 	}
 	for _, p := range pods {
-		if !occupies(p) {
+		if !Occupies(p) {
 			continue
 		}
 		node, err := c.nodes.Get(p.Spec.NodeName)
 		if err != nil {
 			continue
 		}
-		requests := podRequests(p)
+		requests := PodRequests(p)
 		for _, t := range types {
 			if InPool(t, node) && usesCounted(t, requests) {
 				c.queue.Add(t.Name)

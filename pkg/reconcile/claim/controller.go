@@ -1,0 +1,408 @@
+// Package claim is the controller loop that makes Claims hold cards: it
+// places each Pending Claim (or claim set) on one node of its type's pool,
+// holds the cards there with a Pod the real scheduler counts, hands them to
+// the Instance that attaches and takes them back when it stops, gives up a
+// Claim whose node is lost, and lets an unattached Claim expire.
+//
+// The holder Pod and the Instance Pods on a Claim run at the kiln-claim
+// PriorityClass (the highest a user class may have, preemptionPolicy
+// Never), and each is nominated to the Claim's node before the other goes:
+// the scheduler keeps a nominated Pod's room from every Pod of lower
+// priority, so no third Pod can take the cards between the two.
+package claim
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sort"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	coreinformers "k8s.io/client-go/informers/core/v1"
+	"k8s.io/client-go/kubernetes"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+
+	"kiln.dev/kiln/pkg/apis/gpu/v1alpha1"
+	"kiln.dev/kiln/pkg/generated/clientset/versioned"
+	kilninformers "kiln.dev/kiln/pkg/generated/informers/externalversions/gpu/v1alpha1"
+	listers "kiln.dev/kiln/pkg/generated/listers/gpu/v1alpha1"
+	"kiln.dev/kiln/pkg/reconcile/queue"
+)
+
+// ControllerName names the loop in events, logs and work-queue metrics.
+const ControllerName = "claim"
+
+const (
+	// byClaim indexes Instances by the Claim they name, "ns/name".
+	byClaim = "claim:spec.claimName"
+	// byNode indexes Claims by the node they hold on.
+	byNode = "status.nodeName"
+	// byWaiting indexes the Claims that wait for a node under one key.
+	byWaiting = "waiting"
+	waiting   = "waiting"
+	// recheck is how often a waiting Claim looks again even without an
+	// event that frees room (a Budget raised elsewhere, a missed event).
+	recheck = 30 * time.Second
+)
+
+// Reasons of Events and of the Waiting condition besides the API's.
+const (
+	ReasonBound    = "Bound"
+	ReasonAttached = "Attached"
+	ReasonLost     = "NodeLost"
+	ReasonExpired  = "Expired"
+	// ReasonInstanceRunning: a deleted Claim waits for its Instance to stop.
+	ReasonInstanceRunning = "InstanceRunning"
+)
+
+// Options tune the loop.
+type Options struct {
+	// HolderImage is the container of holder Pods; it only has to run.
+	HolderImage string
+	// LostGrace is how long a Claim's node may be NotReady before the
+	// Claim is Lost.
+	LostGrace time.Duration
+}
+
+// Controller runs the Claims.
+type Controller struct {
+	kube kubernetes.Interface
+	kiln versioned.Interface
+
+	claims    listers.ClaimLister
+	instances listers.InstanceLister
+	types     listers.InstanceTypeLister
+	budgets   listers.BudgetLister
+	pods      corelisters.PodLister
+	nodes     corelisters.NodeLister
+	claimIdx  cache.TypedIndexer[*v1alpha1.Claim]
+	instIdx   cache.TypedIndexer[*v1alpha1.Instance]
+
+	queue    *queue.Queue[cache.ObjectName]
+	recorder record.EventRecorder
+	opts     Options
+	now      func() time.Time
+}
+
+// NewController wires the loop to its informers; it adds indexers, so call
+// it before the informers start.
+func NewController(
+	kube kubernetes.Interface,
+	kiln versioned.Interface,
+	claims kilninformers.ClaimInformer,
+	instances kilninformers.InstanceInformer,
+	instanceTypes kilninformers.InstanceTypeInformer,
+	budgets kilninformers.BudgetInformer,
+	pods coreinformers.PodInformer,
+	nodes coreinformers.NodeInformer,
+	recorder record.EventRecorder,
+	opts Options,
+) (*Controller, error) {
+	if opts.HolderImage == "" {
+		opts.HolderImage = "registry.k8s.io/pause:3.10"
+	}
+	if opts.LostGrace <= 0 {
+		opts.LostGrace = 5 * time.Minute
+	}
+	claimInformer := kilninformers.ToTypedClaimInformer(claims).TypedInformer()
+	instInformer := kilninformers.ToTypedInstanceInformer(instances).TypedInformer()
+	c := &Controller{
+		kube:      kube,
+		kiln:      kiln,
+		claims:    claims.Lister(),
+		instances: instances.Lister(),
+		types:     instanceTypes.Lister(),
+		budgets:   budgets.Lister(),
+		pods:      pods.Lister(),
+		nodes:     nodes.Lister(),
+		claimIdx:  claimInformer.GetTypedIndexer(),
+		instIdx:   instInformer.GetTypedIndexer(),
+		recorder:  recorder,
+		opts:      opts,
+		now:       time.Now,
+	}
+	c.queue = queue.New(ControllerName, "claim", c.sync)
+	if err := claimInformer.AddTypedIndexers(kilninformers.ClaimIndexers{
+		byNode: func(cl *v1alpha1.Claim) ([]string, error) {
+			if cl.Status.NodeName != "" {
+				return []string{cl.Status.NodeName}, nil
+			}
+			return nil, nil
+		},
+		byWaiting: func(cl *v1alpha1.Claim) ([]string, error) {
+			if cl.Status.NodeName == "" && cl.Status.Phase != v1alpha1.ClaimExpired {
+				return []string{waiting}, nil
+			}
+			return nil, nil
+		},
+	}); err != nil {
+		return nil, fmt.Errorf("indexing claims: %w", err)
+	}
+	if err := instInformer.AddTypedIndexers(kilninformers.InstanceIndexers{
+		byClaim: func(inst *v1alpha1.Instance) ([]string, error) {
+			if inst.Spec.ClaimName != "" {
+				return []string{inst.Namespace + "/" + inst.Spec.ClaimName}, nil
+			}
+			return nil, nil
+		},
+	}); err != nil {
+		return nil, fmt.Errorf("indexing instances for the %s controller: %w", ControllerName, err)
+	}
+
+	if err := queue.Watch(c.queue, claimInformer, queue.Handler(
+		func(cl *v1alpha1.Claim) {
+			c.queue.Add(cache.MetaObjectToName(cl))
+			c.enqueueSet(cl)
+		},
+		func(d kilninformers.DeletedClaim) { c.queue.Add(d.GetObjectName()); c.enqueueWaiting() },
+	)); err != nil {
+		return nil, err
+	}
+	if err := queue.Watch(c.queue, instInformer, queue.Handler(
+		func(inst *v1alpha1.Instance) { c.enqueueClaimOf(inst) },
+		func(d kilninformers.DeletedInstance) {
+			if d.OptionalObj != nil {
+				c.enqueueClaimOf(d.OptionalObj)
+			}
+		},
+	)); err != nil {
+		return nil, err
+	}
+	// A Pod of a Claim wakes its Claim; any Pod that leaves a node may
+	// make room for the waiting ones.
+	if err := queue.Watch(c.queue, coreinformers.ToTypedPodInformer(pods).TypedInformer(), queue.Handler(
+		func(p *corev1.Pod) { c.enqueuePodClaim(p) },
+		func(d cache.DeletedObject[*corev1.Pod]) {
+			if d.OptionalObj != nil {
+				c.enqueuePodClaim(d.OptionalObj)
+			}
+			c.enqueueWaiting()
+		},
+	)); err != nil {
+		return nil, err
+	}
+	if err := queue.Watch(c.queue, coreinformers.ToTypedNodeInformer(nodes).TypedInformer(), queue.Handler(
+		func(n *corev1.Node) { c.enqueueIndexed(byNode, n.Name); c.enqueueWaiting() },
+		func(d cache.DeletedObject[*corev1.Node]) { c.enqueueIndexed(byNode, d.GetObjectName().Name) },
+	)); err != nil {
+		return nil, err
+	}
+	if err := queue.Watch(c.queue, kilninformers.ToTypedInstanceTypeInformer(instanceTypes).TypedInformer(), queue.Handler(
+		func(*v1alpha1.InstanceType) { c.enqueueWaiting() },
+		func(kilninformers.DeletedInstanceType) { c.enqueueWaiting() },
+	)); err != nil {
+		return nil, err
+	}
+	if err := queue.Watch(c.queue, kilninformers.ToTypedBudgetInformer(budgets).TypedInformer(), queue.Handler(
+		func(*v1alpha1.Budget) { c.enqueueWaiting() },
+		func(kilninformers.DeletedBudget) { c.enqueueWaiting() },
+	)); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+func (c *Controller) enqueueClaimOf(inst *v1alpha1.Instance) {
+	if inst.Spec.ClaimName != "" {
+		c.queue.Add(cache.ObjectName{Namespace: inst.Namespace, Name: inst.Spec.ClaimName})
+	}
+}
+
+// enqueuePodClaim queues the Claim a Pod runs on (its holder, or the Pod of
+// the Instance attached to it).
+func (c *Controller) enqueuePodClaim(p *corev1.Pod) {
+	if name, ok := p.Labels[LabelClaim]; ok {
+		c.queue.Add(cache.ObjectName{Namespace: p.Namespace, Name: name})
+	}
+}
+
+// enqueueSet queues the other members of a Claim's set: they are placed
+// together.
+func (c *Controller) enqueueSet(cl *v1alpha1.Claim) {
+	set, ok := cl.Labels[v1alpha1.ClaimSetLabel]
+	if !ok {
+		return
+	}
+	members, err := c.claims.Claims(cl.Namespace).List(labels.SelectorFromSet(labels.Set{v1alpha1.ClaimSetLabel: set}))
+	if err != nil {
+		utilruntime.HandleError(err)
+		return
+	}
+	for _, m := range members {
+		if m.Name != cl.Name {
+			c.queue.Add(cache.MetaObjectToName(m))
+		}
+	}
+}
+
+func (c *Controller) enqueueWaiting() { c.enqueueIndexed(byWaiting, waiting) }
+
+func (c *Controller) enqueueIndexed(index, value string) {
+	items, err := c.claimIdx.ByTypedIndex(index, value)
+	if err != nil {
+		utilruntime.HandleError(err)
+		return
+	}
+	for _, cl := range items {
+		c.queue.Add(cache.MetaObjectToName(cl))
+	}
+}
+
+// HasSynced says whether every informer has been seen by the handlers.
+func (c *Controller) HasSynced() bool { return c.queue.HasSynced() }
+
+// Run works the queue until ctx is done.
+func (c *Controller) Run(ctx context.Context, workers int) error { return c.queue.Run(ctx, workers) }
+
+// holderOf returns the Pod named as the Claim's holder, split into the one
+// the Claim controls and one in the way.
+func (c *Controller) holderOf(cl *v1alpha1.Claim) (owned, foreign *corev1.Pod, err error) {
+	pod, err := c.pods.Pods(cl.Namespace).Get(HolderName(cl))
+	if apierrors.IsNotFound(err) {
+		return nil, nil, nil
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	if controlledBy(pod, cl) {
+		return pod, nil, nil
+	}
+	return nil, pod, nil
+}
+
+// attachedInstance is the running Instance that uses the Claim: the one it
+// is attached to if that still runs on it, else the oldest that asks. A
+// stopped Instance, or one being deleted, has let go.
+func (c *Controller) attachedInstance(cl *v1alpha1.Claim) (*v1alpha1.Instance, error) {
+	items, err := c.instIdx.ByTypedIndex(byClaim, cl.Namespace+"/"+cl.Name)
+	if err != nil {
+		return nil, err
+	}
+	var running []*v1alpha1.Instance
+	for _, inst := range items {
+		if !inst.Spec.Stopped && inst.DeletionTimestamp == nil {
+			if inst.Name == cl.Status.AttachedTo {
+				return inst, nil
+			}
+			running = append(running, inst)
+		}
+	}
+	if len(running) == 0 {
+		return nil, nil
+	}
+	sort.Slice(running, func(i, j int) bool {
+		a, b := running[i], running[j]
+		if !a.CreationTimestamp.Equal(&b.CreationTimestamp) {
+			return a.CreationTimestamp.Before(&b.CreationTimestamp)
+		}
+		return a.Name < b.Name
+	})
+	return running[0], nil
+}
+
+// placedNode is where the Claim holds or is being placed: its holder's
+// node, else the node its status names while it holds.
+func placedNode(cl *v1alpha1.Claim, holder *corev1.Pod) string {
+	if holder != nil && holder.DeletionTimestamp == nil {
+		if n := PinnedNode(holder); n != "" {
+			return n
+		}
+	}
+	switch cl.Status.Phase {
+	case v1alpha1.ClaimPending, v1alpha1.ClaimBound, v1alpha1.ClaimAttached, v1alpha1.ClaimLost:
+		return cl.Status.NodeName
+	}
+	return ""
+}
+
+// holds are the Claims that occupy nodes, except those in skip.
+func (c *Controller) holds(skip map[string]bool) ([]Hold, error) {
+	all, err := c.claims.List(labels.Everything())
+	if err != nil {
+		return nil, err
+	}
+	var out []Hold
+	for _, cl := range all {
+		if skip[cl.Namespace+"/"+cl.Name] || cl.Status.Phase == v1alpha1.ClaimLost {
+			continue
+		}
+		holder, _, err := c.holderOf(cl)
+		if err != nil {
+			return nil, err
+		}
+		node := placedNode(cl, holder)
+		if node == "" {
+			continue
+		}
+		t, err := c.types.Get(cl.Spec.Type)
+		if err != nil {
+			continue
+		}
+		ask, err := Ask(cl, t)
+		if err != nil {
+			continue
+		}
+		out = append(out, Hold{Claim: cl, Node: node, Ask: ask})
+	}
+	return out, nil
+}
+
+// overBudget names a Budget of the namespace that is over a limit the
+// Claim is charged to, "" if none is.
+func (c *Controller) overBudget(cl *v1alpha1.Claim) (string, error) {
+	budgets, err := c.budgets.Budgets(cl.Namespace).List(labels.Everything())
+	if err != nil {
+		return "", err
+	}
+	keys := []v1alpha1.BudgetResourceName{"accelerators", "accelerator-memory", v1alpha1.BudgetResourceName("accelerators." + cl.Spec.Type)}
+	slices.SortFunc(budgets, func(a, b *v1alpha1.Budget) int { return cmpString(a.Name, b.Name) })
+	for _, b := range budgets {
+		for _, k := range keys {
+			hard, ok := b.Spec.Hard[k]
+			used := b.Status.Used[k]
+			if ok && used.Cmp(hard) > 0 {
+				return fmt.Sprintf("budget %s is over its limit: %s used %s > hard %s; raise it, or release other Instances or Claims",
+					b.Name, k, used.String(), hard.String()), nil
+			}
+		}
+	}
+	return "", nil
+}
+
+func cmpString(a, b string) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// waitingCondition sets or clears the Waiting condition.
+func waitingCondition(st *v1alpha1.ClaimStatus, gen int64, reason, message string, now metav1.Time) {
+	if reason == "" {
+		meta.RemoveStatusCondition(&st.Conditions, v1alpha1.ClaimConditionWaiting)
+		return
+	}
+	meta.SetStatusCondition(&st.Conditions, metav1.Condition{
+		Type: v1alpha1.ClaimConditionWaiting, Status: metav1.ConditionTrue,
+		Reason: reason, Message: message, ObservedGeneration: gen, LastTransitionTime: now,
+	})
+}
+
+// WaitingReason is the reason of the Claim's Waiting condition, "" if none.
+func WaitingReason(cl *v1alpha1.Claim) string {
+	if cond := meta.FindStatusCondition(cl.Status.Conditions, v1alpha1.ClaimConditionWaiting); cond != nil {
+		return cond.Reason
+	}
+	return ""
+}

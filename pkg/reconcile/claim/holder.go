@@ -1,0 +1,143 @@
+package claim
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
+
+	"kiln.dev/kiln/pkg/apis/gpu/v1alpha1"
+)
+
+// FieldManager owns what the claim loop writes.
+const FieldManager = "kiln-claim-controller"
+
+// holderSuffix names a Claim's holder Pod after the Claim.
+const holderSuffix = "-hold"
+
+// HolderName is the name of the Pod that holds a Claim's cards. It is
+// fixed, so a create the informer has not seen yet cannot make a second.
+func HolderName(c *v1alpha1.Claim) string {
+	name := c.Name
+	if max := 253 - len(holderSuffix); len(name) > max {
+		name = strings.TrimRight(name[:max], ".-")
+	}
+	return name + holderSuffix
+}
+
+// PinTo is the affinity that keeps a Pod to exactly one node. It names the
+// node by metadata.name, as the DaemonSet controller does, so it does not
+// depend on the node's labels, and the scheduler still checks the room.
+func PinTo(node string) *corev1.Affinity {
+	return &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{
+		RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{
+			NodeSelectorTerms: []corev1.NodeSelectorTerm{{
+				MatchFields: []corev1.NodeSelectorRequirement{{
+					Key: "metadata.name", Operator: corev1.NodeSelectorOpIn, Values: []string{node},
+				}},
+			}},
+		},
+	}}
+}
+
+// PinnedNode is the node a Pod made with PinTo is kept to, "" for another Pod.
+func PinnedNode(pod *corev1.Pod) string {
+	a := pod.Spec.Affinity
+	if a == nil || a.NodeAffinity == nil || a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution == nil {
+		return ""
+	}
+	for _, term := range a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms {
+		for _, f := range term.MatchFields {
+			if f.Key == "metadata.name" && f.Operator == corev1.NodeSelectorOpIn && len(f.Values) == 1 {
+				return f.Values[0]
+			}
+		}
+	}
+	return ""
+}
+
+// Reserves says whether pod has node's room for itself: bound there, or
+// nominated there, which the scheduler honours for every Pod of lower
+// priority (everything but other Claims' Pods).
+func Reserves(pod *corev1.Pod, node string) bool {
+	return pod != nil && pod.DeletionTimestamp == nil &&
+		(pod.Spec.NodeName == node || (pod.Spec.NodeName == "" && pod.Status.NominatedNodeName == node))
+}
+
+// Nominate sets the Pod's nominatedNodeName. The PriorityClass's
+// preemptionPolicy Never is what keeps the scheduler from clearing it
+// when the Pod does not fit yet.
+func Nominate(ctx context.Context, kube kubernetes.Interface, pod *corev1.Pod, node string) error {
+	if pod.Spec.NodeName != "" || pod.Status.NominatedNodeName == node {
+		return nil
+	}
+	patch := fmt.Sprintf(`{"status":{"nominatedNodeName":%q}}`, node)
+	_, err := kube.CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.MergePatchType, []byte(patch),
+		metav1.PatchOptions{FieldManager: FieldManager}, "status")
+	return err
+}
+
+// RenderHolder builds the Pod that holds a Claim's ask on node: the
+// smallest container there is, asking for exactly the claimed resources,
+// at the Claims' priority, owned by the Claim.
+func RenderHolder(c *v1alpha1.Claim, t *v1alpha1.InstanceType, node string, ask corev1.ResourceList, image string) *corev1.Pod {
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:      HolderName(c),
+			Namespace: c.Namespace,
+			Labels: map[string]string{
+				LabelClaim:                     c.Name,
+				"app.kubernetes.io/managed-by": "kiln-controller",
+			},
+			OwnerReferences: []metav1.OwnerReference{{
+				APIVersion:         v1alpha1.SchemeGroupVersion.String(),
+				Kind:               "Claim",
+				Name:               c.Name,
+				UID:                c.UID,
+				Controller:         ptr.To(true),
+				BlockOwnerDeletion: ptr.To(true),
+			}},
+		},
+		Spec: corev1.PodSpec{
+			Containers: []corev1.Container{{
+				Name:  "hold",
+				Image: image,
+				Resources: corev1.ResourceRequirements{
+					Requests: ask.DeepCopy(),
+					Limits:   ask.DeepCopy(),
+				},
+			}},
+			NodeSelector:                  t.Spec.NodeSelector,
+			Affinity:                      PinTo(node),
+			Tolerations:                   t.Spec.Tolerations,
+			PriorityClassName:             v1alpha1.ClaimPriorityClassName,
+			RestartPolicy:                 corev1.RestartPolicyAlways,
+			TerminationGracePeriodSeconds: ptr.To[int64](1),
+			AutomountServiceAccountToken:  ptr.To(false),
+			EnableServiceLinks:            ptr.To(false),
+		},
+	}
+}
+
+// controlledBy says whether the Claim is the controller of pod.
+func controlledBy(pod *corev1.Pod, c *v1alpha1.Claim) bool {
+	ref := metav1.GetControllerOf(pod)
+	return ref != nil && ref.UID == c.UID
+}
+
+// devices lists what a Claim holds until the node agent reports device
+// IDs: one entry per unit, named after the holder Pod.
+func devices(c *v1alpha1.Claim, ask corev1.ResourceList) []string {
+	var out []string
+	for name, q := range ask {
+		for i := int64(0); i < q.Value(); i++ {
+			out = append(out, fmt.Sprintf("%s/%s/%d", HolderName(c), name, i))
+		}
+	}
+	return out
+}

@@ -1,0 +1,225 @@
+package claim
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"kiln.dev/kiln/pkg/apis/gpu/v1alpha1"
+	"kiln.dev/kiln/pkg/reconcile/instancetype"
+)
+
+// LabelClaim marks the Pods that run on a Claim's cards, its holder and
+// its Instance's Pod, with the Claim's name. Placement counts such a Pod
+// under its Claim, once, rather than as a Pod of its own.
+const LabelClaim = "gpu.kiln.dev/claim"
+
+// Ask is what a Claim holds on its node: the extended resources of its
+// type, as its holder Pod requests them.
+func Ask(c *v1alpha1.Claim, t *v1alpha1.InstanceType) (corev1.ResourceList, error) {
+	acc := t.Spec.Accelerator
+	if acc == nil {
+		return nil, fmt.Errorf("instancetype %s has no accelerator to hold", t.Name)
+	}
+	switch {
+	case c.Spec.Partition != "":
+		for _, p := range acc.Partitions {
+			if p.Name == c.Spec.Partition && p.ResourceName != "" {
+				return corev1.ResourceList{corev1.ResourceName(p.ResourceName): *resource.NewQuantity(1, resource.DecimalSI)}, nil
+			}
+		}
+		return nil, fmt.Errorf("instancetype %s has no partition profile %q", t.Name, c.Spec.Partition)
+	case c.Spec.Accelerators != nil:
+		name := instancetype.CardResource(t)
+		if name == "" {
+			return nil, fmt.Errorf("instancetype %s offers no whole cards", t.Name)
+		}
+		return corev1.ResourceList{name: *resource.NewQuantity(int64(*c.Spec.Accelerators), resource.DecimalSI)}, nil
+	}
+	return nil, fmt.Errorf("claim %s/%s asks for neither accelerators nor a partition", c.Namespace, c.Name)
+}
+
+// Hold is a Claim that occupies a node: placed there, and not yet released.
+type Hold struct {
+	Claim *v1alpha1.Claim
+	Node  string
+	Ask   corev1.ResourceList
+}
+
+// Free is what each schedulable node of the type's pool has left of the
+// resources asks name, counting each thing once: the requests of bound Pods
+// that belong to no Claim, and the asks of the Claims held there (a
+// Claim's holder and its Instance's Pod are counted as the Claim, never
+// besides it).
+func Free(t *v1alpha1.InstanceType, nodes []*corev1.Node, pods []*corev1.Pod, holds []Hold) map[string]corev1.ResourceList {
+	free := map[string]corev1.ResourceList{}
+	for _, n := range nodes {
+		if instancetype.InPool(t, n) && instancetype.Schedulable(t, n) {
+			free[n.Name] = n.Status.Allocatable.DeepCopy()
+		}
+	}
+	held := map[string]bool{}
+	for _, h := range holds {
+		held[h.Claim.Namespace+"/"+h.Claim.Name+"@"+h.Node] = true
+		if f, ok := free[h.Node]; ok {
+			subtract(f, h.Ask)
+		}
+	}
+	for _, p := range pods {
+		f, ok := free[p.Spec.NodeName]
+		if !ok || !instancetype.Occupies(p) {
+			continue
+		}
+		if name, ok := p.Labels[LabelClaim]; ok && held[p.Namespace+"/"+name+"@"+p.Spec.NodeName] {
+			continue
+		}
+		subtract(f, instancetype.PodRequests(p))
+	}
+	return free
+}
+
+func subtract(from, r corev1.ResourceList) {
+	for name, q := range r {
+		f, ok := from[name]
+		if !ok {
+			continue
+		}
+		f.Sub(q)
+		from[name] = f
+	}
+}
+
+// fits reports whether ask fits in free.
+func fits(ask, free corev1.ResourceList) bool {
+	for name, q := range ask {
+		f, ok := free[name]
+		if !ok || f.Cmp(q) < 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// Placement is where a group of Claims (one, or the unplaced members of a
+// claim set) goes, or why it waits.
+type Placement struct {
+	Node string
+	// Reason and Message say why there is no node: ClaimReasonCapacity or
+	// ClaimReasonNodeNotFound.
+	Reason, Message string
+}
+
+// Place picks the node for ask: the pinned one if pin is set, else the
+// fullest node that fits (bin-packing, so that large asks keep finding
+// empty nodes), ties broken by name. what describes the ask in messages.
+func Place(t *v1alpha1.InstanceType, ask corev1.ResourceList, free map[string]corev1.ResourceList, pin, what string) Placement {
+	if pin != "" {
+		f, ok := free[pin]
+		if !ok {
+			return Placement{Reason: v1alpha1.ClaimReasonNodeNotFound, Message: fmt.Sprintf(
+				"node %q is not a Ready, schedulable node of instancetype %s's pool; pin %s to another node or clear spec.nodeName", pin, t.Name, what)}
+		}
+		if !fits(ask, f) {
+			return Placement{Reason: v1alpha1.ClaimReasonCapacity, Message: fmt.Sprintf(
+				"node %s has %s free, %s needs %s; it waits until they are released, or clear spec.nodeName", pin, describe(f, ask), what, describe(ask, ask))}
+		}
+		return Placement{Node: pin}
+	}
+	names := make([]string, 0, len(free))
+	for n := range free {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	best, bestLeft := "", int64(0)
+	for _, n := range names {
+		if !fits(ask, free[n]) {
+			continue
+		}
+		left := int64(0)
+		for name, q := range ask {
+			f := free[n][name]
+			left += f.Value() - q.Value()
+		}
+		if best == "" || left < bestLeft {
+			best, bestLeft = n, left
+		}
+	}
+	if best != "" {
+		return Placement{Node: best}
+	}
+	if len(names) == 0 {
+		return Placement{Reason: v1alpha1.ClaimReasonCapacity, Message: fmt.Sprintf(
+			"instancetype %s has no Ready, schedulable node in its pool; %s waits for one", t.Name, what)}
+	}
+	// The node with the most of the asked resources free, for the message.
+	most, mostFree := "", int64(-1)
+	for _, n := range names {
+		sum := int64(0)
+		for name := range ask {
+			f := free[n][name]
+			sum += max(f.Value(), 0)
+		}
+		if sum > mostFree {
+			most, mostFree = n, sum
+		}
+	}
+	return Placement{Reason: v1alpha1.ClaimReasonCapacity, Message: fmt.Sprintf(
+		"no node of instancetype %s's pool has room for all of %s (%s on one node); the most free on one node is %s, on %s",
+		t.Name, what, describe(ask, ask), describe(free[most], ask), most)}
+}
+
+// describe renders the resources of r that ask names, e.g. "4 nvidia.com/gpu".
+func describe(r, ask corev1.ResourceList) string {
+	names := make([]string, 0, len(ask))
+	for name := range ask {
+		names = append(names, string(name))
+	}
+	sort.Strings(names)
+	parts := make([]string, len(names))
+	for i, name := range names {
+		q := r[corev1.ResourceName(name)]
+		parts[i] = fmt.Sprintf("%d %s", max(q.Value(), 0), name)
+	}
+	return strings.Join(parts, ", ")
+}
+
+// sum adds asks together.
+func sum(asks ...corev1.ResourceList) corev1.ResourceList {
+	out := corev1.ResourceList{}
+	for _, a := range asks {
+		for name, q := range a {
+			s := out[name]
+			s.Add(q)
+			out[name] = s
+		}
+	}
+	return out
+}
+
+// nodeLost says whether a Claim on node must be given up: the node is
+// gone, or not Ready for longer than grace. wait is how long until a node
+// that is NotReady now would be, zero if it is Ready or already lost.
+func nodeLost(node *corev1.Node, now metav1.Time, grace metav1.Duration) (lost bool, wait metav1.Duration) {
+	if node == nil {
+		return true, metav1.Duration{}
+	}
+	for _, c := range node.Status.Conditions {
+		if c.Type != corev1.NodeReady {
+			continue
+		}
+		if c.Status == corev1.ConditionTrue {
+			return false, metav1.Duration{}
+		}
+		since := now.Sub(c.LastTransitionTime.Time)
+		if since >= grace.Duration {
+			return true, metav1.Duration{}
+		}
+		return false, metav1.Duration{Duration: grace.Duration - since}
+	}
+	// No Ready condition yet: a node still registering is not lost.
+	return false, metav1.Duration{}
+}

@@ -1,0 +1,462 @@
+package claim
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
+
+	"kiln.dev/kiln/pkg/apis/gpu/v1alpha1"
+)
+
+// sync moves one Claim through its phases; see the package comment.
+func (c *Controller) sync(ctx context.Context, key cache.ObjectName) (time.Duration, error) {
+	cl, err := c.claims.Claims(key.Namespace).Get(key.Name)
+	if apierrors.IsNotFound(err) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	holder, foreign, err := c.holderOf(cl)
+	if err != nil {
+		return 0, err
+	}
+	inst, err := c.attachedInstance(cl)
+	if err != nil {
+		return 0, err
+	}
+	if cl.DeletionTimestamp != nil {
+		return 0, c.finalize(ctx, cl, holder, inst)
+	}
+	if !slices.Contains(cl.Finalizers, v1alpha1.ClaimFinalizer) {
+		cp := cl.DeepCopy()
+		cp.Finalizers = append(cp.Finalizers, v1alpha1.ClaimFinalizer)
+		if cl, err = c.kiln.GpuV1alpha1().Claims(cl.Namespace).Update(ctx, cp, metav1.UpdateOptions{FieldManager: FieldManager}); err != nil {
+			return 0, err
+		}
+	}
+
+	s := &step{cl: cl, st: *cl.Status.DeepCopy(), holder: holder, inst: inst, now: metav1.NewTime(c.now())}
+	s.st.ObservedGeneration = cl.Generation
+	if s.st.Phase == "" {
+		s.st.Phase = v1alpha1.ClaimPending
+	}
+	switch node := placedNode(cl, holder); {
+	case s.st.Phase == v1alpha1.ClaimExpired:
+		err = c.release(ctx, s)
+	case foreign != nil:
+		s.wait(v1alpha1.ClaimReasonNameConflict, fmt.Sprintf(
+			"Pod %s/%s already exists and was not made for this Claim; Kiln does not touch it: delete or rename it, or recreate the Claim under another name",
+			foreign.Namespace, foreign.Name))
+	case node != "":
+		err = c.syncPlaced(ctx, s, node)
+	default:
+		err = c.place(ctx, s)
+	}
+	if err != nil {
+		return 0, err
+	}
+	return s.after, c.writeStatus(ctx, cl, s)
+}
+
+// step is one sync's view and decisions for a Claim.
+type step struct {
+	cl     *v1alpha1.Claim
+	st     v1alpha1.ClaimStatus
+	holder *corev1.Pod
+	inst   *v1alpha1.Instance
+	now    metav1.Time
+	// after asks for another look then, even if nothing changes.
+	after time.Duration
+	// events to record once the status is stored.
+	events []event
+}
+
+type event struct{ kind, reason, message string }
+
+func (s *step) wait(reason, message string) {
+	waitingCondition(&s.st, s.cl.Generation, reason, message, s.now)
+}
+
+func (s *step) requeue(d time.Duration) {
+	if d > 0 && (s.after == 0 || d < s.after) {
+		s.after = d
+	}
+}
+
+// syncPlaced runs a Claim that has a node: checks the node, hands the
+// cards between holder and Instance, and lets the Claim expire.
+func (c *Controller) syncPlaced(ctx context.Context, s *step, node string) error {
+	n, err := c.nodes.Get(node)
+	if err != nil && !apierrors.IsNotFound(err) {
+		return err
+	}
+	if apierrors.IsNotFound(err) {
+		n = nil
+	}
+	lost, wait := nodeLost(n, s.now, metav1.Duration{Duration: c.opts.LostGrace})
+	s.requeue(wait.Duration)
+	if lost || s.st.Phase == v1alpha1.ClaimLost {
+		return c.lost(ctx, s, node, n == nil)
+	}
+	t, err := c.types.Get(s.cl.Spec.Type)
+	if err != nil {
+		// The type went away under a placed Claim: keep what is held.
+		return client404(err)
+	}
+	ask, err := Ask(s.cl, t)
+	if err != nil {
+		s.wait(v1alpha1.ClaimReasonTypeNotFound, err.Error())
+		return nil
+	}
+	s.st.NodeName = node
+
+	if s.inst != nil && (s.st.Phase == v1alpha1.ClaimBound || s.st.Phase == v1alpha1.ClaimAttached) {
+		if s.st.Phase != v1alpha1.ClaimAttached || s.st.AttachedTo != s.inst.Name {
+			s.events = append(s.events, event{corev1.EventTypeNormal, ReasonAttached,
+				fmt.Sprintf("Attached to Instance %s on node %s", s.inst.Name, node)})
+		}
+		s.st.Phase, s.st.AttachedTo, s.st.ExpiresAt = v1alpha1.ClaimAttached, s.inst.Name, nil
+		s.st.Devices = devices(s.cl, ask)
+		s.wait("", "")
+		// The holder goes only once the Instance's Pod has the room
+		// reserved for itself, so nothing else gets in between.
+		pod, err := c.pods.Pods(s.cl.Namespace).Get(s.inst.Name)
+		if err != nil && !apierrors.IsNotFound(err) {
+			return err
+		}
+		podReserves := pod != nil && metav1.IsControlledBy(pod, s.inst) && Reserves(pod, node)
+		switch {
+		case podReserves && s.holder != nil && s.holder.DeletionTimestamp == nil:
+			return c.deleteHolder(ctx, s.holder, false)
+		case !podReserves && s.holder == nil:
+			// The Instance's Pod went (a rebuild) while it stays attached:
+			// hold the cards until its next Pod has them reserved.
+			_, err := c.createHolder(ctx, s.cl, t, node, ask)
+			return err
+		}
+		return nil
+	}
+
+	// Unattached: the holder keeps the cards.
+	s.st.AttachedTo = ""
+	holder := s.holder
+	switch {
+	case holder == nil:
+		created, err := c.createHolder(ctx, s.cl, t, node, ask)
+		if err != nil {
+			return err
+		}
+		holder = created
+	case holder.DeletionTimestamp != nil:
+		// A holder on its way out (a re-placement): its deletion wakes us.
+		return nil
+	default:
+		if err := Nominate(ctx, c.kube, holder, node); err != nil {
+			return client404(err)
+		}
+	}
+	bound := holder.Spec.NodeName == node
+	switch s.st.Phase {
+	case v1alpha1.ClaimPending:
+		if !bound {
+			s.wait(v1alpha1.ClaimReasonScheduling, schedulingMessage(holder, node))
+			return nil
+		}
+		s.events = append(s.events, event{corev1.EventTypeNormal, ReasonBound, fmt.Sprintf("Holding %s on node %s", describe(ask, ask), node)})
+		s.st.Phase = v1alpha1.ClaimBound
+		s.st.ExpiresAt = nil
+	case v1alpha1.ClaimAttached:
+		// The Instance let go; its Pod goes once this holder is nominated.
+		s.events = append(s.events, event{corev1.EventTypeNormal, ReasonBound,
+			fmt.Sprintf("Instance %s let go; holding %s on node %s again", s.cl.Status.AttachedTo, describe(ask, ask), node)})
+		s.st.Phase = v1alpha1.ClaimBound
+		s.st.ExpiresAt = nil
+	}
+	s.wait("", "")
+	s.st.Devices = devices(s.cl, ask)
+	return c.expire(ctx, s)
+}
+
+// expire sets a Bound Claim's expiresAt from spec.expireAfter, counting
+// from when it last became unattached, and lets it lapse then.
+func (c *Controller) expire(ctx context.Context, s *step) error {
+	after := s.cl.Spec.ExpireAfter
+	if after == nil {
+		s.st.ExpiresAt = nil
+		return nil
+	}
+	if s.st.ExpiresAt == nil {
+		s.st.ExpiresAt = ptr.To(metav1.NewTime(s.now.Add(after.Duration)))
+	}
+	if left := s.st.ExpiresAt.Sub(s.now.Time); left > 0 {
+		s.requeue(left)
+		return nil
+	}
+	s.events = append(s.events, event{corev1.EventTypeNormal, ReasonExpired,
+		fmt.Sprintf("No Instance attached for %s; the cards are released. Delete the Claim, or create a new one", after.Duration)})
+	s.st.Phase = v1alpha1.ClaimExpired
+	return c.release(ctx, s)
+}
+
+// release lets go of everything an Expired Claim held.
+func (c *Controller) release(ctx context.Context, s *step) error {
+	s.st.NodeName, s.st.Devices, s.st.AttachedTo = "", nil, ""
+	s.wait("", "")
+	if s.holder != nil && s.holder.DeletionTimestamp == nil {
+		return c.deleteHolder(ctx, s.holder, false)
+	}
+	return nil
+}
+
+// lost handles a Claim whose node is gone or NotReady past the grace: it
+// is Lost, and placed again as soon as no Instance runs on it.
+func (c *Controller) lost(ctx context.Context, s *step, node string, deleted bool) error {
+	if s.st.Phase != v1alpha1.ClaimLost {
+		why := "NotReady for longer than " + c.opts.LostGrace.String()
+		if deleted {
+			why = "deleted"
+		}
+		msg := fmt.Sprintf("Node %s was %s; the cards held there are lost", node, why)
+		if s.inst != nil {
+			msg += fmt.Sprintf("; the Claim is placed again once Instance %s stops", s.inst.Name)
+		}
+		s.events = append(s.events, event{corev1.EventTypeWarning, ReasonLost, msg})
+		s.st.Phase = v1alpha1.ClaimLost
+		s.wait(ReasonLost, msg)
+	}
+	if s.inst != nil {
+		s.st.AttachedTo = s.inst.Name
+		return nil
+	}
+	// Nothing runs on it: place it again. The holder on the lost node is
+	// removed at once, since no kubelet is there to confirm a graceful end.
+	if s.holder != nil {
+		if err := c.deleteHolder(ctx, s.holder, true); err != nil {
+			return err
+		}
+	}
+	s.st = v1alpha1.ClaimStatus{Phase: v1alpha1.ClaimPending, Conditions: s.st.Conditions, ObservedGeneration: s.st.ObservedGeneration}
+	s.wait(v1alpha1.ClaimReasonCapacity, fmt.Sprintf("node %s was lost; looking for another node", node))
+	s.requeue(time.Millisecond)
+	return nil
+}
+
+// place finds a node for a Pending Claim, with the rest of its set, and
+// creates their holders there.
+func (c *Controller) place(ctx context.Context, s *step) error {
+	cl := s.cl
+	s.st.NodeName, s.st.Devices, s.st.AttachedTo, s.st.ExpiresAt = "", nil, "", nil
+	s.requeue(recheck)
+	t, err := c.types.Get(cl.Spec.Type)
+	if apierrors.IsNotFound(err) {
+		s.wait(v1alpha1.ClaimReasonTypeNotFound, fmt.Sprintf("instancetype %q does not exist; it waits until it is created", cl.Spec.Type))
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if t.DeletionTimestamp != nil || t.Spec.Hold != v1alpha1.HoldNone {
+		s.wait(v1alpha1.ClaimReasonTypeHeld, fmt.Sprintf("instancetype %s is on hold (%q) and places no new Claims; it waits until the admin reopens it", t.Name, t.Spec.Hold))
+		return nil
+	}
+	if over, err := c.overBudget(cl); err != nil || over != "" {
+		s.wait(v1alpha1.ClaimReasonBudget, over)
+		return err
+	}
+
+	group, pin, err := c.group(cl)
+	if err != nil {
+		return err
+	}
+	skip := map[string]bool{}
+	var asks []corev1.ResourceList
+	for _, m := range group {
+		ask, err := Ask(m, t)
+		if err != nil {
+			s.wait(v1alpha1.ClaimReasonCapacity, err.Error())
+			return nil
+		}
+		asks = append(asks, ask)
+		skip[m.Namespace+"/"+m.Name] = true
+	}
+	holds, err := c.holds(skip)
+	if err != nil {
+		return err
+	}
+	nodes, err := c.nodes.List(labels.Everything())
+	if err != nil {
+		return err
+	}
+	pods, err := c.pods.List(labels.Everything())
+	if err != nil {
+		return err
+	}
+	what := "claim " + cl.Name
+	if set, ok := cl.Labels[v1alpha1.ClaimSetLabel]; ok {
+		what = fmt.Sprintf("claim set %s (%d claims)", set, len(group))
+	}
+	p := Place(t, sum(asks...), Free(t, nodes, pods, holds), pin, what)
+	if p.Node == "" {
+		s.wait(p.Reason, p.Message)
+		return nil
+	}
+	for i, m := range group {
+		if _, err := c.createHolder(ctx, m, t, p.Node, asks[i]); err != nil && !apierrors.IsAlreadyExists(err) {
+			return err
+		}
+		if m.Name != cl.Name {
+			c.queue.Add(cache.MetaObjectToName(m))
+		}
+	}
+	s.st.NodeName = p.Node
+	s.wait(v1alpha1.ClaimReasonScheduling, fmt.Sprintf("placed on node %s; waiting for the scheduler to bind its holder Pod", p.Node))
+	s.requeue(time.Second)
+	return nil
+}
+
+// group is the Claims placed together with cl: cl alone, or the members
+// of its set (same type) that have no node yet. pin is the node they must
+// go to: spec.nodeName, or where the rest of the set already holds.
+func (c *Controller) group(cl *v1alpha1.Claim) ([]*v1alpha1.Claim, string, error) {
+	set, ok := cl.Labels[v1alpha1.ClaimSetLabel]
+	if !ok {
+		return []*v1alpha1.Claim{cl}, cl.Spec.NodeName, nil
+	}
+	members, err := c.claims.Claims(cl.Namespace).List(labels.SelectorFromSet(labels.Set{v1alpha1.ClaimSetLabel: set}))
+	if err != nil {
+		return nil, "", err
+	}
+	slices.SortFunc(members, func(a, b *v1alpha1.Claim) int { return cmpString(a.Name, b.Name) })
+	group := []*v1alpha1.Claim{cl}
+	pin := cl.Spec.NodeName
+	for _, m := range members {
+		if m.Name == cl.Name || m.DeletionTimestamp != nil || m.Status.Phase == v1alpha1.ClaimExpired || m.Spec.Type != cl.Spec.Type {
+			continue
+		}
+		holder, _, err := c.holderOf(m)
+		if err != nil {
+			return nil, "", err
+		}
+		if node := placedNode(m, holder); node != "" {
+			if m.Status.Phase != v1alpha1.ClaimLost {
+				pin = node
+			}
+			continue
+		}
+		if pin == "" {
+			pin = m.Spec.NodeName
+		}
+		group = append(group, m)
+	}
+	return group, pin, nil
+}
+
+// createHolder creates the holder on node and nominates it there. An
+// existing one (the informer had not seen it) is taken as it is.
+func (c *Controller) createHolder(ctx context.Context, cl *v1alpha1.Claim, t *v1alpha1.InstanceType, node string, ask corev1.ResourceList) (*corev1.Pod, error) {
+	pod := RenderHolder(cl, t, node, ask, c.opts.HolderImage)
+	created, err := c.kube.CoreV1().Pods(cl.Namespace).Create(ctx, pod, metav1.CreateOptions{FieldManager: FieldManager})
+	if err != nil {
+		return nil, err
+	}
+	klog.FromContext(ctx).V(2).Info("Created holder Pod", "claim", klog.KObj(cl), "pod", klog.KObj(created), "node", node)
+	return created, client404(Nominate(ctx, c.kube, created, node))
+}
+
+// deleteHolder deletes exactly the holder looked at; force skips the
+// graceful end a lost node's kubelet can no longer confirm.
+func (c *Controller) deleteHolder(ctx context.Context, pod *corev1.Pod, force bool) error {
+	opts := metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &pod.UID}}
+	if force {
+		opts.GracePeriodSeconds = ptr.To[int64](0)
+	}
+	return client404(c.kube.CoreV1().Pods(pod.Namespace).Delete(ctx, pod.Name, opts))
+}
+
+// finalize lets a deleted Claim go once no running Instance uses it, after
+// deleting its holder.
+func (c *Controller) finalize(ctx context.Context, cl *v1alpha1.Claim, holder *corev1.Pod, inst *v1alpha1.Instance) error {
+	if !slices.Contains(cl.Finalizers, v1alpha1.ClaimFinalizer) {
+		return nil
+	}
+	if inst != nil {
+		s := &step{cl: cl, st: *cl.Status.DeepCopy(), now: metav1.NewTime(c.now())}
+		msg := fmt.Sprintf("the Claim is being deleted and waits for Instance %s, which runs on it, to stop: kubectl create -f - with an empty body to instances/%s/stop, or delete the Instance", inst.Name, inst.Name)
+		if WaitingReason(cl) != ReasonInstanceRunning {
+			s.events = append(s.events, event{corev1.EventTypeWarning, ReasonInstanceRunning, msg})
+		}
+		s.wait(ReasonInstanceRunning, msg)
+		return c.writeStatus(ctx, cl, s)
+	}
+	if holder != nil && holder.DeletionTimestamp == nil {
+		if err := c.deleteHolder(ctx, holder, false); err != nil {
+			return err
+		}
+	}
+	cp := cl.DeepCopy()
+	cp.Finalizers = slices.DeleteFunc(cp.Finalizers, func(f string) bool { return f == v1alpha1.ClaimFinalizer })
+	_, err := c.kiln.GpuV1alpha1().Claims(cl.Namespace).Update(ctx, cp, metav1.UpdateOptions{FieldManager: FieldManager})
+	return client404(err)
+}
+
+// writeStatus stores the status when it changed, then records the step's
+// events and an Event when the Waiting reason changes.
+func (c *Controller) writeStatus(ctx context.Context, cl *v1alpha1.Claim, s *step) error {
+	if !equality.Semantic.DeepEqual(cl.Status, s.st) {
+		cp := cl.DeepCopy()
+		cp.Status = s.st
+		updated, err := c.kiln.GpuV1alpha1().Claims(cl.Namespace).UpdateStatus(ctx, cp, metav1.UpdateOptions{FieldManager: FieldManager})
+		if err != nil {
+			return err
+		}
+		if r := WaitingReason(updated); r != "" && r != WaitingReason(cl) && r != ReasonLost && r != ReasonInstanceRunning {
+			kind := corev1.EventTypeWarning
+			if r == v1alpha1.ClaimReasonScheduling {
+				kind = corev1.EventTypeNormal
+			}
+			c.recorder.Event(updated, kind, r, waitingMessage(updated))
+		}
+		cl = updated
+	}
+	for _, e := range s.events {
+		c.recorder.Event(cl, e.kind, e.reason, e.message)
+	}
+	return nil
+}
+
+func waitingMessage(cl *v1alpha1.Claim) string {
+	for _, cond := range cl.Status.Conditions {
+		if cond.Type == v1alpha1.ClaimConditionWaiting {
+			return cond.Message
+		}
+	}
+	return ""
+}
+
+// schedulingMessage says what the scheduler last said of the holder.
+func schedulingMessage(holder *corev1.Pod, node string) string {
+	for _, cond := range holder.Status.Conditions {
+		if cond.Type == corev1.PodScheduled && cond.Status == corev1.ConditionFalse && cond.Message != "" {
+			return fmt.Sprintf("placed on node %s; the scheduler has not bound holder Pod %s yet: %s", node, holder.Name, cond.Message)
+		}
+	}
+	return fmt.Sprintf("placed on node %s; waiting for the scheduler to bind holder Pod %s", node, holder.Name)
+}
+
+func client404(err error) error {
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	return err
+}
