@@ -139,17 +139,103 @@ func Charge(share Share, typeName string, instance bool) gpu.BudgetResourceList 
 }
 
 // ClaimCharged says whether a Claim in this phase holds a charge. A new
-// Claim has no phase yet and is Pending.
+// Claim has no phase yet and is Pending. A Lost Claim is still charged: it
+// waits to be placed again and takes its cards back when it is, so
+// releasing its charge would let the namespace spend those cards twice.
 func ClaimCharged(phase gpu.ClaimPhase) bool {
 	switch phase {
-	case "", gpu.ClaimPending, gpu.ClaimBound, gpu.ClaimAttached:
+	case "", gpu.ClaimPending, gpu.ClaimBound, gpu.ClaimAttached, gpu.ClaimLost:
 		return true
 	}
 	return false
 }
 
-// ClaimHolds says whether a Claim carries the charge of an Instance of
-// typeName running on it.
-func ClaimHolds(c *gpu.Claim, typeName string) bool {
-	return c.Spec.Type == typeName && ClaimCharged(c.Status.Phase)
+// ClaimCovers says whether an Instance asking req fits on the Claim, and
+// if not, why, in words for the user. It must be of the Claim's type and
+// ask for no more than the Claim holds, in the same form: whole cards on a
+// Claim of at least as many, a partition on a Claim of that profile. A
+// slice fits no Claim: the sharing device plugin serves slices, not the
+// held devices. Nor does a request for no accelerators: it has no use for
+// the Claim and would keep the Instance that needs it off.
+func ClaimCovers(c *gpu.Claim, req Request) error {
+	if req.Type != c.Spec.Type {
+		return fmt.Errorf("claim %q is of type %s; an Instance of type %s does not fit: use a Claim of type %s, or remove spec.claimName",
+			c.Name, c.Spec.Type, req.Type, req.Type)
+	}
+	why, fix := "", claimFits(c)
+	switch {
+	case req.Partition != "":
+		switch {
+		case c.Spec.Partition == "":
+			why = "a Claim of whole cards lends no partition"
+		case c.Spec.Partition != req.Partition:
+			why = "the Claim holds another profile"
+		}
+	case req.SlicePercent > 0:
+		why = "a slice cannot run on a Claim"
+	case req.Cards != nil && *req.Cards > 0:
+		switch {
+		case c.Spec.Partition != "":
+			why = "a partition Claim lends no whole cards"
+		case c.Spec.Accelerators == nil:
+			why = "the Claim holds no cards"
+		case *req.Cards > *c.Spec.Accelerators:
+			why, fix = "more than the Claim holds", fix+", use a larger Claim"
+		}
+	default:
+		return fmt.Errorf("claim %q holds %s; an Instance of no accelerators has no use for it: remove spec.claimName", c.Name, claimHolding(c))
+	}
+	if why == "" {
+		return nil
+	}
+	return fmt.Errorf("claim %q holds %s; an Instance of %s does not fit (%s): %s, or remove spec.claimName",
+		c.Name, claimHolding(c), requestHolding(req), why, fix)
+}
+
+// ClaimHolds says whether a Claim carries the charge of an Instance asking
+// req: it covers the request and is itself charged. An Instance it does
+// not cover is charged in full, beside the Claim. ClaimAttach admits no
+// such Instance; one stored before it existed is charged all the same.
+func ClaimHolds(c *gpu.Claim, req Request) bool {
+	return ClaimCharged(c.Status.Phase) && ClaimCovers(c, req) == nil
+}
+
+func claimHolding(c *gpu.Claim) string {
+	switch {
+	case c.Spec.Partition != "":
+		return "1 partition of " + c.Spec.Partition
+	case c.Spec.Accelerators != nil:
+		return cards(*c.Spec.Accelerators)
+	}
+	return "no accelerators"
+}
+
+func requestHolding(req Request) string {
+	switch {
+	case req.Partition != "":
+		return "a partition of " + req.Partition
+	case req.SlicePercent > 0:
+		return fmt.Sprintf("a %d%% slice", req.SlicePercent)
+	case req.Cards != nil:
+		return cards(*req.Cards)
+	}
+	return "no accelerators"
+}
+
+// claimFits says what an Instance on the Claim may ask for.
+func claimFits(c *gpu.Claim) string {
+	switch {
+	case c.Spec.Partition != "":
+		return "ask for spec.resources.partition: " + c.Spec.Partition
+	case c.Spec.Accelerators != nil:
+		return "ask for at most " + cards(*c.Spec.Accelerators)
+	}
+	return "use another Claim"
+}
+
+func cards(n int32) string {
+	if n == 1 {
+		return "1 accelerator"
+	}
+	return fmt.Sprintf("%d accelerators", n)
 }

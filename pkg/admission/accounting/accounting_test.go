@@ -251,7 +251,7 @@ func TestClaimCharged(t *testing.T) {
 		{phase: gpu.ClaimPending, want: true},
 		{phase: gpu.ClaimBound, want: true},
 		{phase: gpu.ClaimAttached, want: true},
-		{phase: gpu.ClaimLost},
+		{phase: gpu.ClaimLost, want: true},
 		{phase: gpu.ClaimExpired},
 		{phase: "Unknown"},
 	}
@@ -259,6 +259,87 @@ func TestClaimCharged(t *testing.T) {
 		t.Run("phase "+string(tc.phase), func(t *testing.T) {
 			if got := ClaimCharged(tc.phase); got != tc.want {
 				t.Errorf("ClaimCharged(%q) = %v, want %v", tc.phase, got, tc.want)
+			}
+		})
+	}
+}
+
+func cardsClaim(n int32) *gpu.Claim {
+	return &gpu.Claim{ObjectMeta: metav1.ObjectMeta{Name: "c"}, Spec: gpu.ClaimSpec{Type: "h100", Accelerators: ptr.To(n)}}
+}
+
+func partitionClaim(profile string) *gpu.Claim {
+	return &gpu.Claim{ObjectMeta: metav1.ObjectMeta{Name: "c"}, Spec: gpu.ClaimSpec{Type: "h100", Partition: profile}}
+}
+
+func TestClaimCovers(t *testing.T) {
+	cards := func(n int32) Request { return Request{Type: "h100", Cards: ptr.To(n)} }
+	part := func(p string) Request { return Request{Type: "h100", Partition: p} }
+	cases := []struct {
+		name    string
+		claim   *gpu.Claim
+		req     Request
+		wantErr string
+	}{
+		{name: "as many cards as held", claim: cardsClaim(4), req: cards(4)},
+		{name: "fewer cards than held", claim: cardsClaim(4), req: cards(1)},
+		{name: "the partition held", claim: partitionClaim("1g.10gb"), req: part("1g.10gb")},
+
+		{name: "more cards than held", claim: cardsClaim(1), req: cards(2),
+			wantErr: `claim "c" holds 1 accelerator; an Instance of 2 accelerators does not fit (more than the Claim holds): ask for at most 1 accelerator, use a larger Claim, or remove spec.claimName`},
+		{name: "cards on a partition", claim: partitionClaim("1g.10gb"), req: cards(8),
+			wantErr: `claim "c" holds 1 partition of 1g.10gb; an Instance of 8 accelerators does not fit (a partition Claim lends no whole cards): ask for spec.resources.partition: 1g.10gb, or remove spec.claimName`},
+		{name: "another partition", claim: partitionClaim("1g.10gb"), req: part("3g.40gb"),
+			wantErr: `claim "c" holds 1 partition of 1g.10gb; an Instance of a partition of 3g.40gb does not fit (the Claim holds another profile): ask for spec.resources.partition: 1g.10gb, or remove spec.claimName`},
+		{name: "a partition on cards", claim: cardsClaim(2), req: part("1g.10gb"),
+			wantErr: `claim "c" holds 2 accelerators; an Instance of a partition of 1g.10gb does not fit (a Claim of whole cards lends no partition): ask for at most 2 accelerators, or remove spec.claimName`},
+		{name: "a slice on cards", claim: cardsClaim(1), req: Request{Type: "h100", SlicePercent: 25},
+			wantErr: `claim "c" holds 1 accelerator; an Instance of a 25% slice does not fit (a slice cannot run on a Claim): ask for at most 1 accelerator, or remove spec.claimName`},
+		{name: "a slice on a partition", claim: partitionClaim("1g.10gb"), req: Request{Type: "h100", SlicePercent: 100},
+			wantErr: `claim "c" holds 1 partition of 1g.10gb; an Instance of a 100% slice does not fit (a slice cannot run on a Claim): ask for spec.resources.partition: 1g.10gb, or remove spec.claimName`},
+		{name: "another type", claim: cardsClaim(8), req: Request{Type: "a100", Cards: ptr.To(int32(1))},
+			wantErr: `claim "c" is of type h100; an Instance of type a100 does not fit: use a Claim of type a100, or remove spec.claimName`},
+		{name: "nothing asked", claim: cardsClaim(1), req: Request{Type: "h100"},
+			wantErr: `claim "c" holds 1 accelerator; an Instance of no accelerators has no use for it: remove spec.claimName`},
+		{name: "zero cards asked", claim: cardsClaim(1), req: cards(0),
+			wantErr: `claim "c" holds 1 accelerator; an Instance of no accelerators has no use for it: remove spec.claimName`},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			err := ClaimCovers(tc.claim, tc.req)
+			switch {
+			case tc.wantErr == "" && err != nil:
+				t.Errorf("unexpected error: %v", err)
+			case tc.wantErr != "" && (err == nil || err.Error() != tc.wantErr):
+				t.Errorf("error %v,\nwant %s", err, tc.wantErr)
+			}
+		})
+	}
+}
+
+// An Instance on a Claim goes uncharged only when the Claim is charged and
+// covers all of it; otherwise it is charged in full.
+func TestClaimHolds(t *testing.T) {
+	phased := func(c *gpu.Claim, p gpu.ClaimPhase) *gpu.Claim { c.Status.Phase = p; return c }
+	cases := []struct {
+		name  string
+		claim *gpu.Claim
+		req   Request
+		want  bool
+	}{
+		{name: "covered on a new Claim", claim: cardsClaim(2), req: Request{Type: "h100", Cards: ptr.To(int32(2))}, want: true},
+		{name: "covered on a Lost Claim", claim: phased(cardsClaim(2), gpu.ClaimLost), req: Request{Type: "h100", Cards: ptr.To(int32(1))}, want: true},
+		{name: "covered on an Expired Claim", claim: phased(cardsClaim(2), gpu.ClaimExpired), req: Request{Type: "h100", Cards: ptr.To(int32(1))}},
+		{name: "eight cards on one", claim: phased(cardsClaim(1), gpu.ClaimBound), req: Request{Type: "h100", Cards: ptr.To(int32(8))}},
+		{name: "eight cards on a partition", claim: phased(partitionClaim("1g.10gb"), gpu.ClaimAttached), req: Request{Type: "h100", Cards: ptr.To(int32(8))}},
+		{name: "the partition held", claim: phased(partitionClaim("1g.10gb"), gpu.ClaimAttached), req: Request{Type: "h100", Partition: "1g.10gb"}, want: true},
+		{name: "a slice", claim: phased(cardsClaim(1), gpu.ClaimBound), req: Request{Type: "h100", SlicePercent: 50}},
+		{name: "another type", claim: phased(cardsClaim(1), gpu.ClaimBound), req: Request{Type: "a100", Cards: ptr.To(int32(1))}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := ClaimHolds(tc.claim, tc.req); got != tc.want {
+				t.Errorf("ClaimHolds = %v, want %v", got, tc.want)
 			}
 		})
 	}

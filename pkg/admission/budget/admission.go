@@ -219,8 +219,9 @@ func (p *Plugin) request(ctx context.Context, a admission.Attributes) (*request,
 }
 
 // instanceCharged: a running Instance is charged unless it runs on a Claim
-// that holds the charge instead, one of its type that is itself charged.
-// Naming a Claim that does not exist, or does not hold, escapes nothing.
+// that holds the charge instead: one that is itself charged and covers all
+// the Instance asks for. Naming a Claim that does not exist, or does not
+// hold, escapes nothing.
 func (p *Plugin) instanceCharged(ctx context.Context, ns string, spec *gpu.InstanceSpec) (bool, error) {
 	if spec.Stopped {
 		return false, nil
@@ -239,7 +240,7 @@ func (p *Plugin) instanceCharged(ctx context.Context, ns string, spec *gpu.Insta
 	if err := v1alpha1.Convert_v1alpha1_Claim_To_gpu_Claim(stored, &c, nil); err != nil {
 		return false, apierrors.NewInternalError(fmt.Errorf("reading claim %q: %w", spec.ClaimName, err))
 	}
-	return !accounting.ClaimHolds(&c, spec.Type), nil
+	return !accounting.ClaimHolds(&c, accounting.InstanceRequest(spec)), nil
 }
 
 // chargeOf is nil when the type is unknown: InstanceTypeAccess, earlier in

@@ -257,7 +257,7 @@ func (r *Reconciler) storedCharges(ctx context.Context, ns string) (map[types.UI
 		s := stored{kind: "Instance", name: inst.Name, rv: inst.ResourceVersion}
 		charged := !inst.Spec.Stopped
 		if c, ok := claimsByName[inst.Spec.ClaimName]; charged && ok {
-			charged = !accounting.ClaimHolds(c, inst.Spec.Type)
+			charged = !accounting.ClaimHolds(c, accounting.InstanceRequest(&inst.Spec))
 		}
 		if charged {
 			if s.charge, err = r.chargeOf(accounting.InstanceRequest(&inst.Spec), true); err != nil {
