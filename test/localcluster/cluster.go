@@ -419,7 +419,7 @@ spec:
 		return err
 	}
 	for _, n := range c.opts.Nodes {
-		if _, err := c.kube.CoreV1().Nodes().Create(ctx, n.node(), metav1.CreateOptions{}); err != nil {
+		if _, err := c.kube.CoreV1().Nodes().Create(ctx, n.Node(), metav1.CreateOptions{}); err != nil {
 			return err
 		}
 	}
@@ -431,7 +431,7 @@ spec:
 			if err != nil {
 				return false, err
 			}
-			if !nodeReady(node) {
+			if !NodeReady(node) {
 				return false, nil
 			}
 		}
@@ -439,7 +439,8 @@ spec:
 	})
 }
 
-func nodeReady(n *corev1.Node) bool {
+// NodeReady says whether a Node is Ready and without the not-ready taints.
+func NodeReady(n *corev1.Node) bool {
 	for _, t := range n.Spec.Taints {
 		if t.Key == corev1.TaintNodeNotReady || t.Key == corev1.TaintNodeUnreachable {
 			return false

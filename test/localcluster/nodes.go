@@ -113,8 +113,8 @@ func DefaultInventory() []NodeSpec {
 	}
 }
 
-// node renders the Node object kwok takes over.
-func (n NodeSpec) node() *corev1.Node {
+// Node renders the Node object kwok takes over.
+func (n NodeSpec) Node() *corev1.Node {
 	labels := map[string]string{
 		"kubernetes.io/hostname": n.Name,
 		"kubernetes.io/os":       "linux",
