@@ -14,6 +14,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"kiln.dev/kiln/pkg/admission/budget"
+	"kiln.dev/kiln/pkg/admission/claimattach"
 	kilninit "kiln.dev/kiln/pkg/admission/initializer"
 	"kiln.dev/kiln/pkg/admission/instanceprivilege"
 	"kiln.dev/kiln/pkg/admission/instancesizing"
@@ -31,6 +32,7 @@ var KilnPlugins = []string{
 	instancesizing.PluginName,
 	instancetypeaccess.PluginName,
 	instanceprivilege.PluginName,
+	claimattach.PluginName,
 	budget.PluginName,
 }
 
@@ -38,6 +40,7 @@ func registerKilnPlugins(plugins *admission.Plugins) {
 	instancesizing.Register(plugins)
 	instancetypeaccess.Register(plugins)
 	instanceprivilege.Register(plugins)
+	claimattach.Register(plugins)
 	budget.Register(plugins)
 }
 

@@ -20,6 +20,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	budgetplugin "kiln.dev/kiln/pkg/admission/budget"
+	"kiln.dev/kiln/pkg/admission/claimattach"
 	kilninit "kiln.dev/kiln/pkg/admission/initializer"
 	"kiln.dev/kiln/pkg/admission/instanceprivilege"
 	"kiln.dev/kiln/pkg/admission/instancesizing"
@@ -31,7 +32,7 @@ import (
 	informers "kiln.dev/kiln/pkg/generated/informers/externalversions"
 )
 
-// BenchmarkAdmissionChain runs Kiln's four plugins, in chain order, on a
+// BenchmarkAdmissionChain runs Kiln's five plugins, in chain order, on a
 // typical create: a one-card Instance of the example h100 type, sized,
 // checked against its type and charged to a Budget. The Kiln API the
 // plugins read and write is an in-memory fake here, so the figure is the
@@ -51,7 +52,7 @@ func BenchmarkAdmissionChain(b *testing.B) {
 	// The simple fake: the field-managed one needs the apply schema.
 	kc := fake.NewSimpleClientset(h100Type, bud)
 	factory := informers.NewSharedInformerFactory(kc, 0)
-	plugins := []admission.Interface{instancesizing.New(), instancetypeaccess.New(), instanceprivilege.New(), budgetplugin.New()}
+	plugins := []admission.Interface{instancesizing.New(), instancetypeaccess.New(), instanceprivilege.New(), claimattach.New(), budgetplugin.New()}
 	initializers := admission.PluginInitializers{
 		genericinit.New(nil, nil, nil, authorizerfactory.NewAlwaysAllowAuthorizer(), nil, nil, nil, nil),
 		kilninit.New(kc, factory),

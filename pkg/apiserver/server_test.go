@@ -419,6 +419,9 @@ func TestFieldAndLabelSelectors(t *testing.T) {
 		inst := instance(ns, name, typ, 1)
 		inst.Labels = labels
 		inst.Spec.NodeName, inst.Spec.ClaimName = node, claimName
+		// ClaimAttach lets an Instance name a Claim that is not there yet,
+		// or does not fit it, only while it is stopped.
+		inst.Spec.Stopped = claimName != ""
 		inst, err := gpu.Instances(ns).Create(c, inst, metav1.CreateOptions{})
 		if err != nil {
 			t.Fatal(err)

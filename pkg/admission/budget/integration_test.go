@@ -499,8 +499,9 @@ func TestChargeKeys(t *testing.T) {
 	}
 }
 
-// TestInstancesOnClaims: an Instance on a Claim of its type is charged to
-// the Claim, not again; naming a Claim that does not exist escapes nothing.
+// TestInstancesOnClaims: an Instance its Claim covers is charged to the
+// Claim, not again. One naming a Claim that does not exist, or one larger
+// than its Claim, escapes nothing: ClaimAttach refuses it before Budget.
 func TestInstancesOnClaims(t *testing.T) {
 	t.Parallel()
 	const ns = "on-claims"
@@ -519,9 +520,13 @@ func TestInstancesOnClaims(t *testing.T) {
 	}
 	bogus := instance(ns, "bogus", "h100", 1)
 	bogus.Spec.ClaimName = "no-such-claim"
-	_, err := instances.Create(c, bogus, metav1.CreateOptions{})
-	if want := `instances.gpu.kiln.dev "bogus" is forbidden: exceeds budget "team": accelerators used 2 + requested 1 > hard 2`; err == nil || err.Error() != want {
-		t.Fatalf("an Instance naming a missing Claim: %v, want %q", err, want)
+	if _, err := instances.Create(c, bogus, metav1.CreateOptions{}); !apierrors.IsInvalid(err) {
+		t.Fatalf("an Instance naming a missing Claim: %v, want 422", err)
+	}
+	big := instance(ns, "big", "h100", 8)
+	big.Spec.ClaimName = "hold"
+	if _, err := instances.Create(c, big, metav1.CreateOptions{}); !apierrors.IsInvalid(err) {
+		t.Fatalf("8 cards on a Claim of 2: %v, want 422", err)
 	}
 	waitSettled(t, ns, "team", gpuv1.BudgetAccelerators, "2", 30*time.Second)
 }
