@@ -36,7 +36,8 @@ func instanceOn(ns, name, claim string, cards int32) *gpuv1.Instance {
 // TestClaimAttach: over HTTP, on the real server, an Instance that does
 // not fit its Claim is 422 at spec.claimName; a second running Instance
 // on a Claim is 409 naming the first; a Claim an Instance runs on cannot
-// be deleted until the Instance stops.
+// be deleted until the Instance stops. An Instance cannot move to another
+// Claim, and stops and starts on its own.
 func TestClaimAttach(t *testing.T) {
 	const ns = "claim-attach"
 	c := ctx(t)
@@ -69,8 +70,15 @@ func TestClaimAttach(t *testing.T) {
 	if _, err := gpu.Claims(ns).Create(c, cards, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := gpu.Instances(ns).Create(c, instanceOn(ns, "first", "cards", 2), metav1.CreateOptions{}); err != nil {
+	first, err := gpu.Instances(ns).Create(c, instanceOn(ns, "first", "cards", 2), metav1.CreateOptions{})
+	if err != nil {
 		t.Fatalf("an Instance on its Claim: %v", err)
+	}
+	first.Spec.ClaimName = "mig"
+	_, err = gpu.Instances(ns).Update(c, first, metav1.UpdateOptions{})
+	if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "spec.claimName") ||
+		!strings.Contains(err.Error(), "delete and recreate the Instance to move it to another Claim") {
+		t.Errorf("moving an Instance to another Claim: %v, want 422 at spec.claimName", err)
 	}
 	body, _ = json.Marshal(instanceOn(ns, "second", "cards", 1))
 	code, s = status(t, "POST", base+"/instances", string(body))

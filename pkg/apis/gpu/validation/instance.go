@@ -41,12 +41,18 @@ func ValidateInstance(obj *gpu.Instance) field.ErrorList {
 
 // ValidateInstanceUpdate validates an update of an Instance's metadata and
 // spec. The type cannot change: the pool, the card and the share of it are
-// all chosen by it, so a new type is a new Instance.
+// all chosen by it, so a new type is a new Instance. Nor can the Claim:
+// the claim controller hands the Claim's cards to the Instance's Pod and
+// takes them back on a stop, and nothing moves them to another Claim's.
 func ValidateInstanceUpdate(obj, old *gpu.Instance) field.ErrorList {
 	specPath := field.NewPath("spec")
 	allErrs := apivalidation.ValidateObjectMetaUpdate(&obj.ObjectMeta, &old.ObjectMeta, field.NewPath("metadata"))
 	allErrs = append(allErrs, validateInstanceSpec(&obj.Spec, specPath)...)
 	allErrs = append(allErrs, apivalidation.ValidateImmutableField(obj.Spec.Type, old.Spec.Type, specPath.Child("type"))...)
+	if obj.Spec.ClaimName != old.Spec.ClaimName {
+		allErrs = append(allErrs, field.Invalid(specPath.Child("claimName"), obj.Spec.ClaimName,
+			fmt.Sprintf("field is immutable (it was %q); delete and recreate the Instance to move it to another Claim", old.Spec.ClaimName)))
+	}
 	return allErrs
 }
 

@@ -372,7 +372,9 @@ func TestValidateInstance(t *testing.T) {
 
 func TestValidateInstanceUpdate(t *testing.T) {
 	cases := []struct {
-		name   string
+		name string
+		// old changes the stored Instance, which is on Claim four-h100s.
+		old    func(*gpu.Instance)
 		mutate func(*gpu.Instance)
 		want   field.ErrorList
 	}{
@@ -385,6 +387,16 @@ func TestValidateInstanceUpdate(t *testing.T) {
 		}},
 		{name: "type is immutable", mutate: func(o *gpu.Instance) { o.Spec.Type = "a100-40gb" },
 			want: field.ErrorList{{Type: field.ErrorTypeInvalid, Field: "spec.type"}}},
+		{name: "claimName is immutable", mutate: func(o *gpu.Instance) { o.Spec.ClaimName = "other" },
+			want: field.ErrorList{{Type: field.ErrorTypeInvalid, Field: "spec.claimName"}}},
+		{name: "claimName cannot be removed", mutate: func(o *gpu.Instance) { o.Spec.ClaimName = "" },
+			want: field.ErrorList{{Type: field.ErrorTypeInvalid, Field: "spec.claimName"}}},
+		{name: "claimName cannot be added", old: func(o *gpu.Instance) { o.Spec.ClaimName = "" },
+			mutate: func(o *gpu.Instance) { o.Spec.ClaimName = "four-h100s" },
+			want:   field.ErrorList{{Type: field.ErrorTypeInvalid, Field: "spec.claimName"}}},
+		{name: "claimName changed to an invalid name", mutate: func(o *gpu.Instance) { o.Spec.ClaimName = "Four H100s" },
+			want: field.ErrorList{{Type: field.ErrorTypeInvalid, Field: "spec.claimName"}, {Type: field.ErrorTypeInvalid, Field: "spec.claimName"}}},
+		{name: "stopped and started on its Claim", mutate: func(o *gpu.Instance) { o.Spec.Stopped = !o.Spec.Stopped }},
 		{name: "type changed to an invalid name", mutate: func(o *gpu.Instance) { o.Spec.Type = "A100" },
 			want: field.ErrorList{{Type: field.ErrorTypeInvalid, Field: "spec.type"}, {Type: field.ErrorTypeInvalid, Field: "spec.type"}}},
 		{name: "new spec is validated", mutate: func(o *gpu.Instance) { o.Spec.Resources.Accelerators = nil },
@@ -397,7 +409,10 @@ func TestValidateInstanceUpdate(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			old := validInstance()
-			old.ResourceVersion = "42"
+			old.ResourceVersion, old.Spec.ClaimName = "42", "four-h100s"
+			if tc.old != nil {
+				tc.old(old)
+			}
 			obj := old.DeepCopy()
 			tc.mutate(obj)
 			expectErrors(t, ValidateInstanceUpdate(obj, old), tc.want)
