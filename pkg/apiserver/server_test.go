@@ -669,7 +669,7 @@ func TestTables(t *testing.T) {
 			"Name,Model,Memory,Free,Phase,Age",
 			map[string]string{"tables-h100": "tables-h100|NVIDIA-H100-80GB-HBM3|80Gi|0/0"}},
 		{"/apis/gpu.kiln.dev/v1alpha1/namespaces/tables/claims",
-			"Name,Type,Accelerators,Phase,Node,Attached-To,Age",
+			"Name,Type,Accelerators,Phase,Node,Attached-To,Reason,Age",
 			map[string]string{"hold": "hold|h100|4"}},
 		{"/apis/gpu.kiln.dev/v1alpha1/namespaces/tables/budgets",
 			"Name,Accelerators,Memory,Age",

@@ -51,7 +51,7 @@ func TestEveryKindPrintsOneCellPerColumn(t *testing.T) {
 			obj: &gpu.Claim{ObjectMeta: meta, Spec: gpu.ClaimSpec{Type: "a100", Partition: "3g.40gb"},
 				Status: gpu.ClaimStatus{Phase: gpu.ClaimAttached, NodeName: "n2", AttachedTo: "train"}},
 			list: &gpu.ClaimList{Items: []gpu.Claim{{ObjectMeta: meta}, {ObjectMeta: meta}}},
-			want: []interface{}{"x", "a100", "3g.40gb", "Attached", "n2", "train", "0s"},
+			want: []interface{}{"x", "a100", "3g.40gb", "Attached", "n2", "train", "<none>", "0s"},
 		},
 		{
 			kind:      "Budget",
