@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -90,7 +91,23 @@ type Controller struct {
 	recorder record.EventRecorder
 	opts     Options
 	now      func() time.Time
+
+	// placing serializes placements, and assumed remembers the ones whose
+	// holder the informer has not shown yet, as the scheduler's assume
+	// cache does: without it, workers placing at once, or one placing
+	// again before its own holder is seen, would count the same room twice.
+	placing sync.Mutex
+	assumed map[string]assumption
 }
+
+type assumption struct {
+	hold Hold
+	at   time.Time
+}
+
+// assumeTTL bounds how long a placement is assumed without its holder
+// showing up in the informer (a create that failed after all).
+const assumeTTL = time.Minute
 
 // NewController wires the loop to its informers; it adds indexers, so call
 // it before the informers start.
@@ -128,6 +145,7 @@ func NewController(
 		recorder:  recorder,
 		opts:      opts,
 		now:       time.Now,
+		assumed:   map[string]assumption{},
 	}
 	c.queue = queue.New(ControllerName, "claim", c.sync)
 	if err := claimInformer.AddTypedIndexers(kilninformers.ClaimIndexers{
@@ -323,7 +341,27 @@ func placedNode(cl *v1alpha1.Claim, holder *corev1.Pod) string {
 	return ""
 }
 
-// holds are the Claims that occupy nodes, except those in skip.
+// assumedNode is where the Claim was placed moments ago if the informer
+// does not show it yet; the caller holds no lock.
+func (c *Controller) assumedNode(cl *v1alpha1.Claim) string {
+	c.placing.Lock()
+	defer c.placing.Unlock()
+	if a, ok := c.assumed[cl.Namespace+"/"+cl.Name]; ok && a.hold.Claim.UID == cl.UID && c.now().Sub(a.at) < assumeTTL {
+		return a.hold.Node
+	}
+	return ""
+}
+
+// forget drops an assumed placement; the caller holds no lock.
+func (c *Controller) forget(cl *v1alpha1.Claim) {
+	c.placing.Lock()
+	defer c.placing.Unlock()
+	delete(c.assumed, cl.Namespace+"/"+cl.Name)
+}
+
+// holds are the Claims that occupy nodes, except those in skip: those the
+// informer shows placed, and those placed moments ago. The caller holds
+// c.placing.
 func (c *Controller) holds(skip map[string]bool) ([]Hold, error) {
 	all, err := c.claims.List(labels.Everything())
 	if err != nil {
@@ -331,7 +369,8 @@ func (c *Controller) holds(skip map[string]bool) ([]Hold, error) {
 	}
 	var out []Hold
 	for _, cl := range all {
-		if skip[cl.Namespace+"/"+cl.Name] || cl.Status.Phase == v1alpha1.ClaimLost {
+		key := cl.Namespace + "/" + cl.Name
+		if skip[key] || cl.Status.Phase == v1alpha1.ClaimLost {
 			continue
 		}
 		holder, _, err := c.holderOf(cl)
@@ -339,7 +378,15 @@ func (c *Controller) holds(skip map[string]bool) ([]Hold, error) {
 			return nil, err
 		}
 		node := placedNode(cl, holder)
-		if node == "" {
+		a, isAssumed := c.assumed[key]
+		switch {
+		case node != "":
+			delete(c.assumed, key)
+		case isAssumed && a.hold.Claim.UID == cl.UID && c.now().Sub(a.at) < assumeTTL:
+			out = append(out, a.hold)
+			continue
+		default:
+			delete(c.assumed, key)
 			continue
 		}
 		t, err := c.types.Get(cl.Spec.Type)

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
@@ -79,6 +80,10 @@ func Nominate(ctx context.Context, kube kubernetes.Interface, pod *corev1.Pod, n
 	patch := fmt.Sprintf(`{"status":{"nominatedNodeName":%q}}`, node)
 	_, err := kube.CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.MergePatchType, []byte(patch),
 		metav1.PatchOptions{FieldManager: FieldManager}, "status")
+	if apierrors.IsInvalid(err) {
+		// The scheduler bound it first: the room is the Pod's already.
+		return nil
+	}
 	return err
 }
 

@@ -51,7 +51,11 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) (time.Durat
 	if s.st.Phase == "" {
 		s.st.Phase = v1alpha1.ClaimPending
 	}
-	switch node := placedNode(cl, holder); {
+	node := placedNode(cl, holder)
+	if node == "" {
+		node = c.assumedNode(cl)
+	}
+	switch {
 	case s.st.Phase == v1alpha1.ClaimExpired:
 		err = c.release(ctx, s)
 	case foreign != nil:
@@ -154,6 +158,11 @@ func (c *Controller) syncPlaced(ctx context.Context, s *step, node string) error
 	switch {
 	case holder == nil:
 		created, err := c.createHolder(ctx, s.cl, t, node, ask)
+		if apierrors.IsAlreadyExists(err) {
+			// Made moments ago; the informer has not shown it yet.
+			s.requeue(200 * time.Millisecond)
+			return nil
+		}
 		if err != nil {
 			return err
 		}
@@ -170,7 +179,17 @@ func (c *Controller) syncPlaced(ctx context.Context, s *step, node string) error
 	switch s.st.Phase {
 	case v1alpha1.ClaimPending:
 		if !bound {
+			if since, ok := unschedulableSince(holder); ok && s.now.Sub(since) >= replaceAfter {
+				// The room was gone by the time the scheduler looked (a Pod
+				// it bound meanwhile): try another node.
+				c.forget(s.cl)
+				s.st.NodeName = ""
+				s.wait(v1alpha1.ClaimReasonCapacity, fmt.Sprintf("the scheduler could not bind the holder on node %s (%s); placing again", node, schedulingMessage(holder, node)))
+				s.requeue(time.Millisecond)
+				return c.deleteHolder(ctx, holder, false)
+			}
 			s.wait(v1alpha1.ClaimReasonScheduling, schedulingMessage(holder, node))
+			s.requeue(replaceAfter)
 			return nil
 		}
 		s.events = append(s.events, event{corev1.EventTypeNormal, ReasonBound, fmt.Sprintf("Holding %s on node %s", describe(ask, ask), node)})
@@ -252,9 +271,25 @@ func (c *Controller) lost(ctx context.Context, s *step, node string, deleted boo
 	return nil
 }
 
+// replaceAfter is how long a holder may stay unschedulable on the node
+// it was placed on before the Claim is placed again.
+const replaceAfter = 15 * time.Second
+
+// unschedulableSince is when the scheduler last found no room for pod.
+func unschedulableSince(pod *corev1.Pod) (time.Time, bool) {
+	for _, cond := range pod.Status.Conditions {
+		if cond.Type == corev1.PodScheduled && cond.Status == corev1.ConditionFalse && cond.Reason == corev1.PodReasonUnschedulable {
+			return cond.LastTransitionTime.Time, true
+		}
+	}
+	return time.Time{}, false
+}
+
 // place finds a node for a Pending Claim, with the rest of its set, and
-// creates their holders there.
+// creates their holders there. Placements are made one at a time.
 func (c *Controller) place(ctx context.Context, s *step) error {
+	c.placing.Lock()
+	defer c.placing.Unlock()
 	cl := s.cl
 	s.st.NodeName, s.st.Devices, s.st.AttachedTo, s.st.ExpiresAt = "", nil, "", nil
 	s.requeue(recheck)
@@ -315,6 +350,7 @@ func (c *Controller) place(ctx context.Context, s *step) error {
 		if _, err := c.createHolder(ctx, m, t, p.Node, asks[i]); err != nil && !apierrors.IsAlreadyExists(err) {
 			return err
 		}
+		c.assumed[m.Namespace+"/"+m.Name] = assumption{hold: Hold{Claim: m, Node: p.Node, Ask: asks[i]}, at: c.now()}
 		if m.Name != cl.Name {
 			c.queue.Add(cache.MetaObjectToName(m))
 		}
