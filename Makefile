@@ -98,10 +98,12 @@ e2e: control-plane build $(BIN)/kiln-up
 LOCAL_DIR := $(OUTPUT)/local
 
 # Create-to-Ready of 200 and 1,000 Instances next to bare Pod+Service
-# creates, on a local control plane of its own (_output/bench). Not part of
-# `make test`: it takes about five minutes. Figures: docs/benchmarks.md.
+# creates, and 100 Claims to Bound with Instances on them next to Instances
+# without, each on a local control plane of its own (_output/bench,
+# _output/bench-claims). Not part of `make test`: it takes about seven
+# minutes. Figures: docs/benchmarks.md.
 bench: control-plane build
-	cd test && go test -run='^$$' -bench=CreateToReady -benchtime=1x -timeout=60m ./bench/
+	cd test && go test -run='^$$' -bench='CreateToReady|Claims' -benchtime=1x -timeout=60m ./bench/
 
 up: control-plane build $(BIN)/kiln-up
 	$(BIN)/kiln-up --dir=$(LOCAL_DIR) --bin-dir=$(BIN) --repo-root=.

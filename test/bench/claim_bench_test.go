@@ -1,0 +1,219 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+
+	gpuv1 "kiln.dev/kiln/pkg/apis/gpu/v1alpha1"
+	"kiln.dev/kiln/pkg/generated/clientset/versioned"
+	"kiln.dev/kiln/test/localcluster"
+)
+
+// claimCount Claims of one card each, the Instances that attach to them,
+// and as many Instances without a Claim: 25 nodes of 8 cards hold them all.
+const claimCount = 100
+
+func gpuInventory() []localcluster.NodeSpec {
+	var nodes []localcluster.NodeSpec
+	for i := range 25 {
+		nodes = append(nodes, localcluster.NodeSpec{
+			Name: fmt.Sprintf("bench-gpu-%d", i),
+			GPU:  true,
+			Labels: map[string]string{
+				localcluster.LabelGPUProduct: localcluster.ProductH100,
+			},
+			Resources: corev1.ResourceList{
+				corev1.ResourceCPU:       resource.MustParse("1000"),
+				corev1.ResourceMemory:    resource.MustParse("4Ti"),
+				corev1.ResourcePods:      resource.MustParse("150"),
+				localcluster.ResourceGPU: resource.MustParse("8"),
+			},
+		})
+	}
+	return nodes
+}
+
+// BenchmarkClaims reports, for 100 one-card Claims: create to Bound; then
+// create to Ready of one Instance on each; then create to Ready of 100
+// one-card Instances without a Claim, on the same cluster.
+func BenchmarkClaims(b *testing.B) {
+	root, err := filepath.Abs(filepath.Join("..", ".."))
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	c, err := localcluster.Start(ctx, localcluster.Options{
+		Dir: filepath.Join(root, "_output", "bench-claims"), BinDir: filepath.Join(root, "_output", "bin"), RepoRoot: root,
+		Nodes: gpuInventory(),
+		Log:   os.Stderr,
+		ControllerFlags: []string{fmt.Sprintf("--kube-api-qps=%d", qps), fmt.Sprintf("--kube-api-burst=%d", burst),
+			"--instance-workers=16", "--claim-workers=16"},
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Stop()
+	cfg := rest.CopyConfig(c.AdminConfig)
+	cfg.QPS, cfg.Burst = qps, burst
+	kube := kubernetes.NewForConfigOrDie(cfg)
+	kiln := versioned.NewForConfigOrDie(cfg)
+	if _, err := kiln.GpuV1alpha1().InstanceTypes().Create(ctx, &gpuv1.InstanceType{
+		ObjectMeta: metav1.ObjectMeta{Name: "bench-gpu"},
+		Spec: gpuv1.InstanceTypeSpec{
+			Accelerator: &gpuv1.Accelerator{Vendor: "nvidia", Model: localcluster.ProductH100, Memory: resource.MustParse("80Gi"), MaxPerInstance: 8},
+			ResourcesPerCard: gpuv1.HostResources{
+				CPU: ptr.To(resource.MustParse("100m")), Memory: ptr.To(resource.MustParse("64Mi")),
+			},
+			NodeSelector: map[string]string{localcluster.LabelGPUProduct: localcluster.ProductH100},
+			Tolerations:  []corev1.Toleration{{Key: localcluster.TaintGPU, Operator: corev1.TolerationOpExists}},
+		},
+	}, metav1.CreateOptions{}); err != nil {
+		b.Fatal(err)
+	}
+	for i := range b.N {
+		ns := fmt.Sprintf("bench-claims-%d", i)
+		if _, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+			b.Fatal(err)
+		}
+		if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+			_, err := kube.CoreV1().ServiceAccounts(ns).Get(ctx, "default", metav1.GetOptions{})
+			return err == nil, nil
+		}); err != nil {
+			b.Fatal(err)
+		}
+		for _, step := range []struct {
+			name   string
+			create func(ctx context.Context, name string) error
+			watch  func(ctx context.Context) (watch.Interface, error)
+			prefix string
+		}{
+			{"claims-to-bound", func(ctx context.Context, name string) error {
+				_, err := kiln.GpuV1alpha1().Claims(ns).Create(ctx, &gpuv1.Claim{
+					ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+					Spec:       gpuv1.ClaimSpec{Type: "bench-gpu", Accelerators: ptr.To[int32](1)},
+				}, metav1.CreateOptions{})
+				return err
+			}, func(ctx context.Context) (watch.Interface, error) {
+				return kiln.GpuV1alpha1().Claims(ns).Watch(ctx, metav1.ListOptions{})
+			}, "c-"},
+			{"instances-on-claims-to-ready", func(ctx context.Context, name string) error {
+				return createGPUInstance(ctx, kiln, ns, name, "c-"+name[len("on-"):])
+			}, func(ctx context.Context) (watch.Interface, error) {
+				return kiln.GpuV1alpha1().Instances(ns).Watch(ctx, metav1.ListOptions{})
+			}, "on-"},
+			{"instances-without-claims-to-ready", func(ctx context.Context, name string) error {
+				return createGPUInstance(ctx, kiln, ns, name, "")
+			}, func(ctx context.Context) (watch.Interface, error) {
+				return kiln.GpuV1alpha1().Instances(ns).Watch(ctx, metav1.ListOptions{})
+			}, "free-"},
+		} {
+			b.Run(fmt.Sprintf("%s/n=%d", step.name, claimCount), func(b *testing.B) {
+				r := timeToDone(b, step.create, step.watch, step.prefix)
+				b.ReportMetric(r.total.Seconds(), "s-all-done")
+				b.ReportMetric(r.p50.Seconds(), "s-p50")
+				b.ReportMetric(r.p99.Seconds(), "s-p99")
+			})
+		}
+		cleanup(b, kube, ns)
+	}
+}
+
+func createGPUInstance(ctx context.Context, kiln versioned.Interface, ns, name, claim string) error {
+	_, err := kiln.GpuV1alpha1().Instances(ns).Create(ctx, &gpuv1.Instance{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Spec: gpuv1.InstanceSpec{
+			Type: "bench-gpu", Image: "busybox:1", ClaimName: claim,
+			Resources: gpuv1.InstanceResources{Accelerators: ptr.To[int32](1)},
+		},
+	}, metav1.CreateOptions{})
+	return err
+}
+
+// timeToDone creates claimCount objects named prefix+NNNN with 16 parallel
+// clients and waits until each is done: a Claim Bound, an Instance Ready.
+func timeToDone(b *testing.B, create func(context.Context, string) error, watchFn func(context.Context) (watch.Interface, error), prefix string) result {
+	ctx := context.Background()
+	w, err := watchFn(ctx)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer w.Stop()
+	var mu sync.Mutex
+	started, done := map[string]time.Time{}, map[string]time.Time{}
+	allDone := make(chan struct{})
+	go func() {
+		for ev := range w.ResultChan() {
+			var name string
+			var ok bool
+			switch o := ev.Object.(type) {
+			case *gpuv1.Claim:
+				name, ok = o.Name, o.Status.Phase == gpuv1.ClaimBound
+			case *gpuv1.Instance:
+				name, ok = o.Name, meta.IsStatusConditionTrue(o.Status.Conditions, gpuv1.InstanceConditionReady)
+			}
+			if len(name) < len(prefix) || name[:len(prefix)] != prefix {
+				continue
+			}
+			mu.Lock()
+			if _, seen := done[name]; ok && !seen {
+				done[name] = time.Now()
+				if len(done) == claimCount {
+					close(allDone)
+				}
+			}
+			mu.Unlock()
+		}
+	}()
+	b.ResetTimer()
+	start := time.Now()
+	names := make(chan string)
+	var wg sync.WaitGroup
+	for range 16 {
+		wg.Go(func() {
+			for name := range names {
+				mu.Lock()
+				started[name] = time.Now()
+				mu.Unlock()
+				if err := create(ctx, name); err != nil {
+					b.Error(err)
+				}
+			}
+		})
+	}
+	for i := range claimCount {
+		names <- fmt.Sprintf("%s%04d", prefix, i)
+	}
+	close(names)
+	wg.Wait()
+	select {
+	case <-allDone:
+	case <-time.After(10 * time.Minute):
+		b.Fatalf("%d of %d done after 10 minutes", len(done), claimCount)
+	}
+	total := time.Since(start)
+	b.StopTimer()
+	mu.Lock()
+	defer mu.Unlock()
+	var lat []time.Duration
+	for name, t := range done {
+		lat = append(lat, t.Sub(started[name]))
+	}
+	slices.Sort(lat)
+	return result{total: total, p50: lat[len(lat)/2], p99: lat[len(lat)*99/100]}
+}
