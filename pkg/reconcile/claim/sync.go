@@ -54,6 +54,8 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) (time.Durat
 	node := placedNode(cl, holder)
 	if node == "" {
 		node = c.assumedNode(cl)
+	} else {
+		c.forget(cl)
 	}
 	switch {
 	case s.st.Phase == v1alpha1.ClaimExpired:
@@ -260,6 +262,7 @@ func (c *Controller) lost(ctx context.Context, s *step, node string, deleted boo
 	}
 	// Nothing runs on it: place it again. The holder on the lost node is
 	// removed at once, since no kubelet is there to confirm a graceful end.
+	c.forget(s.cl)
 	if s.holder != nil {
 		if err := c.deleteHolder(ctx, s.holder, true); err != nil {
 			return err
@@ -270,6 +273,10 @@ func (c *Controller) lost(ctx context.Context, s *step, node string, deleted boo
 	s.requeue(time.Millisecond)
 	return nil
 }
+
+// setSettle is how old every unplaced member of a claim set must be
+// before the set is placed.
+const setSettle = 2 * time.Second
 
 // replaceAfter is how long a holder may stay unschedulable on the node
 // it was placed on before the Claim is placed again.
@@ -313,6 +320,18 @@ func (c *Controller) place(ctx context.Context, s *step) error {
 	group, pin, err := c.group(cl)
 	if err != nil {
 		return err
+	}
+	// The members of a set arrive one by one, even from one apply: give
+	// the newest a moment, so the set is placed whole rather than its
+	// first member alone.
+	if set, ok := cl.Labels[v1alpha1.ClaimSetLabel]; ok {
+		for _, m := range group {
+			if age := s.now.Sub(m.CreationTimestamp.Time); age < setSettle {
+				s.wait(v1alpha1.ClaimReasonScheduling, fmt.Sprintf("waiting a moment for the rest of claim set %s", set))
+				s.requeue(setSettle - age)
+				return nil
+			}
+		}
 	}
 	skip := map[string]bool{}
 	var asks []corev1.ResourceList
