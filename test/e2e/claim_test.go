@@ -285,6 +285,11 @@ func TestClaimSet(t *testing.T) {
 			t.Fatalf("claim %s of a set that does not fit was placed on %s", name, c.Status.NodeName)
 		}
 	}
+	// An Instance on a Claim that waits, waits too, and says why.
+	mustKubectl(t, tenant(tenantA), strings.Replace(instance("on-big", ns, "a100-set", "busybox:1"), "accelerators: 1", "accelerators: 4", 1)+"  claimName: big-a\n", "create", "-f", "-")
+	waitInstance(t, ns, "on-big", 30*time.Second, "Pending with the Claim's reason", func(i *gpuv1.Instance) bool {
+		return i.Status.Phase == gpuv1.InstancePending && strings.Contains(i.Status.Message, "Capacity") && strings.Contains(i.Status.Message, "big-a")
+	})
 	out := mustKubectl(t, tenant(tenantA), "", "get", "claims", "-n", ns)
 	for _, want := range []string{"PHASE", "NODE", "ATTACHED-TO", "REASON", "Capacity", "Bound"} {
 		if !strings.Contains(out, want) {
@@ -410,23 +415,35 @@ func TestClaimAttachRulesAndBudget(t *testing.T) {
 			t.Errorf("admitted over a used-up Budget:\n%s", m)
 		}
 	}
+	// The Instance on the Claim is not charged beside it: one card for
+	// the Claim "pair" and an eighth for the partition.
+	b, err := kilnAdmin(t).GpuV1alpha1().Budgets(ns).Get(context.Background(), "two", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if u := b.Status.Used["accelerators"]; u.MilliValue() != 1125 {
+		t.Fatalf("budget used %s, want 1125m: the Claims, and nothing for the Instance on one", u.String())
+	}
 	time.Sleep(3 * time.Second)
 	pods, err := cs.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	var cards int64
+	// What runs, in thousandths of a card: a whole card is 1000, a
+	// 1g.10gb partition of an 80Gi card 125.
+	var milli int64
 	for _, p := range pods.Items {
-		if p.Spec.NodeName == "" {
+		if p.Spec.NodeName == "" || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
 			continue
 		}
 		for _, c := range p.Spec.Containers {
-			q := c.Resources.Requests[localcluster.ResourceGPU]
-			cards += q.Value()
+			whole := c.Resources.Requests[localcluster.ResourceGPU]
+			mig := c.Resources.Requests[localcluster.ResourceMIG1g10gb]
+			milli += whole.Value()*1000 + mig.Value()*125
 		}
 	}
-	if cards > 2 {
-		t.Fatalf("namespace with a 2-card Budget runs Pods requesting %d whole cards", cards)
+	if milli > 2000 {
+		t.Fatalf("namespace with a 2-card Budget runs Pods requesting %d thousandths of a card", milli)
 	}
 
 	// The attached Claim cannot be deleted while its Instance runs.
