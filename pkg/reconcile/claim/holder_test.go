@@ -1,0 +1,127 @@
+package claim
+
+import (
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	kubefake "k8s.io/client-go/kubernetes/fake"
+	clienttesting "k8s.io/client-go/testing"
+	"k8s.io/utils/ptr"
+)
+
+func TestHolderName(t *testing.T) {
+	for _, tc := range []struct {
+		name, claim, want string
+	}{
+		{"short names get the suffix", "train", "train-hold"},
+		{"the longest name is cut to fit", strings.Repeat("a", 253), strings.Repeat("a", 248) + "-hold"},
+		// A cut ending in a separator would make an invalid name.
+		{"a cut ending in separators drops them", strings.Repeat("a", 246) + "a.-" + strings.Repeat("b", 4), strings.Repeat("a", 247) + "-hold"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := HolderName(claim(tc.claim, 1))
+			if got != tc.want {
+				t.Errorf("HolderName = %q (%d), want %q (%d)", got, len(got), tc.want, len(tc.want))
+			}
+		})
+	}
+}
+
+func TestPinnedNode(t *testing.T) {
+	byLabel := &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{
+		NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchExpressions: []corev1.NodeSelectorRequirement{{
+			Key: corev1.LabelHostname, Operator: corev1.NodeSelectorOpIn, Values: []string{"gpu-1"}}}}}}}}
+	for _, tc := range []struct {
+		name     string
+		affinity *corev1.Affinity
+		want     string
+	}{
+		{"PinTo", PinTo("gpu-1"), "gpu-1"},
+		{"no affinity", nil, ""},
+		{"a label selector is not a pin", byLabel, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := pod("p", "", nil)
+			p.Spec.Affinity = tc.affinity
+			if got := PinnedNode(p); got != tc.want {
+				t.Errorf("PinnedNode = %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestReserves(t *testing.T) {
+	nominated := func(node string) func(*corev1.Pod) {
+		return func(p *corev1.Pod) { p.Status.NominatedNodeName = node }
+	}
+	deleting := func(p *corev1.Pod) { p.DeletionTimestamp = ptr.To(metav1.Now()) }
+	for _, tc := range []struct {
+		name string
+		pod  *corev1.Pod
+		want bool
+	}{
+		{"no Pod", nil, false},
+		{"bound there", pod("p", "gpu-1", nil), true},
+		{"nominated there", pod("p", "", nil, nominated("gpu-1")), true},
+		{"nominated elsewhere", pod("p", "", nil, nominated("gpu-2")), false},
+		// The binding wins over a stale nomination.
+		{"bound elsewhere, nominated there", pod("p", "gpu-2", nil, nominated("gpu-1")), false},
+		{"bound there but being deleted", pod("p", "gpu-1", nil, deleting), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := Reserves(tc.pod, "gpu-1"); got != tc.want {
+				t.Errorf("Reserves = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestNominate(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		pod       *corev1.Pod
+		patchErr  error
+		wantPatch bool
+		wantErr   bool
+	}{
+		{name: "an unnominated Pod is nominated", pod: pod("p", "", nil), wantPatch: true},
+		{name: "a Pod nominated there already is left alone", pod: pod("p", "", nil, func(p *corev1.Pod) { p.Status.NominatedNodeName = "gpu-1" })},
+		{name: "a bound Pod is left alone", pod: pod("p", "gpu-1", nil)},
+		{name: "the scheduler bound it first", pod: pod("p", "", nil), wantPatch: true,
+			patchErr: apierrors.NewInvalid(schema.GroupKind{Kind: "Pod"}, "p", field.ErrorList{field.Forbidden(field.NewPath("status", "nominatedNodeName"), "bound")})},
+		{name: "other errors are returned", pod: pod("p", "", nil), wantPatch: true, wantErr: true,
+			patchErr: apierrors.NewServiceUnavailable("etcd")},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			kube := kubefake.NewClientset(tc.pod)
+			if tc.patchErr != nil {
+				kube.PrependReactor("patch", "pods", func(clienttesting.Action) (bool, runtime.Object, error) { return true, nil, tc.patchErr })
+			}
+			err := Nominate(t.Context(), kube, tc.pod, "gpu-1")
+			if (err != nil) != tc.wantErr {
+				t.Errorf("error %v, want one: %v", err, tc.wantErr)
+			}
+			patched := false
+			for _, a := range kube.Actions() {
+				if a.GetVerb() == "patch" && a.GetSubresource() == "status" {
+					patched = true
+				}
+			}
+			if patched != tc.wantPatch {
+				t.Errorf("patched status: %v, want %v", patched, tc.wantPatch)
+			}
+			if tc.wantPatch && tc.patchErr == nil {
+				got, err := kube.CoreV1().Pods(tenant).Get(t.Context(), "p", metav1.GetOptions{})
+				if err != nil || got.Status.NominatedNodeName != "gpu-1" {
+					t.Errorf("nominatedNodeName %q (%v), want gpu-1", got.Status.NominatedNodeName, err)
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,1069 @@
+package claim
+
+import (
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	kubeinformers "k8s.io/client-go/informers"
+	kubefake "k8s.io/client-go/kubernetes/fake"
+	clienttesting "k8s.io/client-go/testing"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/utils/ptr"
+
+	"kiln.dev/kiln/pkg/apis/gpu/v1alpha1"
+	kilnfake "kiln.dev/kiln/pkg/generated/clientset/versioned/fake"
+	kilninformers "kiln.dev/kiln/pkg/generated/informers/externalversions"
+)
+
+var (
+	key   = cache.ObjectName{Namespace: tenant, Name: "train"}
+	start = time.Date(2026, 3, 1, 9, 0, 0, 0, time.UTC)
+	grace = 5 * time.Minute
+)
+
+// fixture is a controller over fake clientsets whose informers are never
+// started: the tests fill the indexers themselves, so a sync sees exactly
+// the cache they describe, and catchUp plays the informers' part.
+type fixture struct {
+	t        *testing.T
+	kube     *kubefake.Clientset
+	kiln     *kilnfake.Clientset
+	recorder *record.FakeRecorder
+	c        *Controller
+	clock    time.Time
+
+	claims, instances, types, budgets, pods, nodes cache.Indexer
+}
+
+func newFixture(t *testing.T, objs ...runtime.Object) *fixture {
+	t.Helper()
+	var kubeObjs, kilnObjs []runtime.Object
+	for _, o := range objs {
+		if isKiln(o) {
+			kilnObjs = append(kilnObjs, o)
+		} else {
+			kubeObjs = append(kubeObjs, o)
+		}
+	}
+	f := &fixture{
+		t:        t,
+		kube:     kubefake.NewClientset(kubeObjs...),
+		kiln:     kilnfake.NewClientset(kilnObjs...),
+		recorder: record.NewFakeRecorder(100),
+		clock:    start,
+	}
+	kubeInf := kubeinformers.NewSharedInformerFactory(f.kube, 0)
+	kilnInf := kilninformers.NewSharedInformerFactory(f.kiln, 0)
+	gpu := kilnInf.Gpu().V1alpha1()
+	claims, instances, instanceTypes, budgets := gpu.Claims(), gpu.Instances(), gpu.InstanceTypes(), gpu.Budgets()
+	pods, nodes := kubeInf.Core().V1().Pods(), kubeInf.Core().V1().Nodes()
+	c, err := NewController(f.kube, f.kiln, claims, instances, instanceTypes, budgets, pods, nodes, f.recorder,
+		Options{LostGrace: grace})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.now = func() time.Time { return f.clock }
+	f.c = c
+	f.claims, f.instances = claims.Informer().GetIndexer(), instances.Informer().GetIndexer()
+	f.types, f.budgets = instanceTypes.Informer().GetIndexer(), budgets.Informer().GetIndexer()
+	f.pods, f.nodes = pods.Informer().GetIndexer(), nodes.Informer().GetIndexer()
+	for _, o := range objs {
+		if err := f.indexerFor(o).Add(o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return f
+}
+
+func isKiln(o runtime.Object) bool {
+	switch o.(type) {
+	case *v1alpha1.Claim, *v1alpha1.Instance, *v1alpha1.InstanceType, *v1alpha1.Budget:
+		return true
+	}
+	return false
+}
+
+func (f *fixture) indexerFor(o runtime.Object) cache.Indexer {
+	switch o.(type) {
+	case *v1alpha1.Claim:
+		return f.claims
+	case *v1alpha1.Instance:
+		return f.instances
+	case *v1alpha1.InstanceType:
+		return f.types
+	case *v1alpha1.Budget:
+		return f.budgets
+	case *corev1.Pod:
+		return f.pods
+	case *corev1.Node:
+		return f.nodes
+	}
+	f.t.Fatalf("no indexer for %T", o)
+	return nil
+}
+
+func gvrOf(o runtime.Object) schema.GroupVersionResource {
+	switch o.(type) {
+	case *v1alpha1.Claim:
+		return v1alpha1.SchemeGroupVersion.WithResource("claims")
+	case *v1alpha1.Instance:
+		return v1alpha1.SchemeGroupVersion.WithResource("instances")
+	case *v1alpha1.InstanceType:
+		return v1alpha1.SchemeGroupVersion.WithResource("instancetypes")
+	case *v1alpha1.Budget:
+		return v1alpha1.SchemeGroupVersion.WithResource("budgets")
+	case *corev1.Pod:
+		return corev1.SchemeGroupVersion.WithResource("pods")
+	}
+	return corev1.SchemeGroupVersion.WithResource("nodes")
+}
+
+// set puts o in the cache and the client, replacing what was there.
+func (f *fixture) set(o runtime.Object) {
+	f.t.Helper()
+	if err := f.indexerFor(o).Update(o); err != nil {
+		f.t.Fatal(err)
+	}
+	tracker := f.kube.Tracker()
+	if isKiln(o) {
+		tracker = f.kiln.Tracker()
+	}
+	m := o.(metav1.Object)
+	// Replace rather than Update: the field-managed tracker has no schema
+	// for Kiln's types to merge with.
+	if err := tracker.Delete(gvrOf(o), m.GetNamespace(), m.GetName()); err != nil && !apierrors.IsNotFound(err) {
+		f.t.Fatal(err)
+	}
+	if err := tracker.Add(o); err != nil {
+		f.t.Fatal(err)
+	}
+}
+
+// catchUp lets the informers see the Claims and Pods the clients hold
+// now, as they would after the watch events of the last sync's writes,
+// and forgets the writes and events so far.
+func (f *fixture) catchUp() {
+	f.t.Helper()
+	ctx := f.t.Context()
+	claims, err := f.kiln.GpuV1alpha1().Claims("").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	pods, err := f.kube.CoreV1().Pods("").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	var items []any
+	for i := range claims.Items {
+		items = append(items, &claims.Items[i])
+	}
+	if err := f.claims.Replace(items, ""); err != nil {
+		f.t.Fatal(err)
+	}
+	items = nil
+	for i := range pods.Items {
+		items = append(items, &pods.Items[i])
+	}
+	if err := f.pods.Replace(items, ""); err != nil {
+		f.t.Fatal(err)
+	}
+	f.kube.ClearActions()
+	f.kiln.ClearActions()
+	f.events()
+}
+
+func (f *fixture) syncKey(k cache.ObjectName) time.Duration {
+	f.t.Helper()
+	after, err := f.c.sync(f.t.Context(), k)
+	if err != nil {
+		f.t.Fatalf("sync %s: %v", k, err)
+	}
+	return after
+}
+
+func (f *fixture) sync() time.Duration { f.t.Helper(); return f.syncKey(key) }
+
+// claim returns the Claim as the client holds it.
+func (f *fixture) claim(name string) *v1alpha1.Claim {
+	f.t.Helper()
+	cl, err := f.kiln.GpuV1alpha1().Claims(tenant).Get(f.t.Context(), name, metav1.GetOptions{})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return cl
+}
+
+// pod returns the Pod the client holds, nil when there is none.
+func (f *fixture) pod(name string) *corev1.Pod {
+	f.t.Helper()
+	p, err := f.kube.CoreV1().Pods(tenant).Get(f.t.Context(), name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return p
+}
+
+// bind is the scheduler binding a Pod the client holds, seen by the informer.
+func (f *fixture) bind(name, node string) {
+	f.t.Helper()
+	p := f.pod(name)
+	if p == nil {
+		f.t.Fatalf("no Pod %s to bind", name)
+	}
+	p.Spec.NodeName = node
+	f.set(p)
+}
+
+// events drains the events recorded so far.
+func (f *fixture) events() []string {
+	var out []string
+	for {
+		select {
+		case e := <-f.recorder.Events:
+			out = append(out, e)
+		default:
+			return out
+		}
+	}
+}
+
+// writes lists the writes both clients received, as "verb resource[/sub]".
+func (f *fixture) writes() []string {
+	var out []string
+	for _, a := range append(f.kube.Actions(), f.kiln.Actions()...) {
+		switch a.GetVerb() {
+		case "get", "list", "watch":
+			continue
+		}
+		r := a.GetResource().Resource
+		if s := a.GetSubresource(); s != "" {
+			r += "/" + s
+		}
+		out = append(out, a.GetVerb()+" "+r)
+	}
+	return out
+}
+
+// podDelete is one delete of a Pod as the controller asked for it.
+type podDelete struct {
+	Name  string
+	UID   types.UID
+	Grace *int64
+}
+
+func (f *fixture) podDeletes() []podDelete {
+	var out []podDelete
+	for _, a := range f.kube.Actions() {
+		d, ok := a.(clienttesting.DeleteActionImpl)
+		if !ok || d.GetResource().Resource != "pods" {
+			continue
+		}
+		pd := podDelete{Name: d.GetName(), Grace: d.DeleteOptions.GracePeriodSeconds}
+		if p := d.DeleteOptions.Preconditions; p != nil && p.UID != nil {
+			pd.UID = *p.UID
+		}
+		out = append(out, pd)
+	}
+	return out
+}
+
+// wantState checks a Claim's phase and Waiting reason ("" for none).
+func wantState(t *testing.T, cl *v1alpha1.Claim, phase v1alpha1.ClaimPhase, reason string) {
+	t.Helper()
+	if cl.Status.Phase != phase || WaitingReason(cl) != reason {
+		t.Errorf("claim %s is %q waiting %q (%s), want %q waiting %q", cl.Name, cl.Status.Phase, WaitingReason(cl), waitingMessage(cl), phase, reason)
+	}
+}
+
+func hasEvent(events []string, prefix string) bool {
+	return slices.ContainsFunc(events, func(e string) bool { return strings.HasPrefix(e, prefix) })
+}
+
+// newClaim is a finalized, Pending claim for n cards, an hour old.
+func newClaim(name string, n int32, opts ...func(*v1alpha1.Claim)) *v1alpha1.Claim {
+	cl := claim(name, n, opts...)
+	cl.Generation = 1
+	cl.CreationTimestamp = metav1.NewTime(start.Add(-time.Hour))
+	cl.Finalizers = []string{v1alpha1.ClaimFinalizer}
+	return cl
+}
+
+func expireAfter(d time.Duration) func(*v1alpha1.Claim) {
+	return func(cl *v1alpha1.Claim) { cl.Spec.ExpireAfter = &metav1.Duration{Duration: d} }
+}
+
+// held is cl as it stands once Bound on node, and its bound holder.
+func held(cl *v1alpha1.Claim, node string) (*v1alpha1.Claim, *corev1.Pod) {
+	ask, err := Ask(cl, h100())
+	if err != nil {
+		panic(err)
+	}
+	cl.Status = v1alpha1.ClaimStatus{Phase: v1alpha1.ClaimBound, NodeName: node, Devices: devices(cl, ask), ObservedGeneration: cl.Generation}
+	if cl.Spec.ExpireAfter != nil {
+		cl.Status.ExpiresAt = ptr.To(metav1.NewTime(start.Add(cl.Spec.ExpireAfter.Duration)))
+	}
+	h := RenderHolder(cl, h100(), node, ask, "pause")
+	h.UID = "holder-1"
+	h.Spec.NodeName = node
+	h.Status.Phase = corev1.PodRunning
+	return cl, h
+}
+
+// attached is cl as it stands once attached to inst, its holder gone.
+func attached(cl *v1alpha1.Claim, node string, inst *v1alpha1.Instance) *v1alpha1.Claim {
+	cl, _ = held(cl, node)
+	cl.Status.Phase, cl.Status.AttachedTo, cl.Status.ExpiresAt = v1alpha1.ClaimAttached, inst.Name, nil
+	return cl
+}
+
+// instance is a running Instance of h100 on claim claimName.
+func instance(name, claimName string, opts ...func(*v1alpha1.Instance)) *v1alpha1.Instance {
+	inst := &v1alpha1.Instance{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: tenant, UID: types.UID("uid-" + name), CreationTimestamp: metav1.NewTime(start.Add(-time.Minute))},
+		Spec:       v1alpha1.InstanceSpec{Type: "h100", ClaimName: claimName},
+	}
+	for _, o := range opts {
+		o(inst)
+	}
+	return inst
+}
+
+func stopped(inst *v1alpha1.Instance) { inst.Spec.Stopped = true }
+
+// instancePod is inst's Pod on its claim, pinned to node and bound there
+// unless bound is false, when it is only nominated.
+func instancePod(inst *v1alpha1.Instance, node string, bound bool) *corev1.Pod {
+	p := pod(inst.Name, "", resources(gpu, 4, corev1.ResourceCPU, 8), onClaim(inst.Spec.ClaimName))
+	p.UID = "pod-" + inst.UID
+	p.OwnerReferences = []metav1.OwnerReference{{APIVersion: v1alpha1.SchemeGroupVersion.String(), Kind: "Instance",
+		Name: inst.Name, UID: inst.UID, Controller: ptr.To(true)}}
+	p.Spec.Affinity = PinTo(node)
+	if bound {
+		p.Spec.NodeName = node
+	} else {
+		p.Status.Phase = corev1.PodPending
+		p.Status.NominatedNodeName = node
+	}
+	return p
+}
+
+func notReadyFor(d time.Duration) func(*corev1.Node) {
+	return func(n *corev1.Node) {
+		n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionFalse, LastTransitionTime: metav1.NewTime(start.Add(-d))}}
+	}
+}
+
+// A Pending Claim is placed, held by a Pod the scheduler binds, and Bound
+// once that Pod is bound, with its expiry counted from then.
+func TestSyncPlacesThenBinds(t *testing.T) {
+	cl := newClaim("train", 4, expireAfter(2*time.Hour))
+	cl.Finalizers = nil
+	f := newFixture(t, cl, h100(), node("gpu-1"), node("gpu-2"), pod("busy", "gpu-2", resources(gpu, 2)))
+
+	if after := f.sync(); after != time.Second {
+		t.Errorf("after placing, requeue in %v, want 1s", after)
+	}
+	got := f.claim("train")
+	if !slices.Contains(got.Finalizers, v1alpha1.ClaimFinalizer) {
+		t.Errorf("finalizers %v, want %s", got.Finalizers, v1alpha1.ClaimFinalizer)
+	}
+	wantState(t, got, v1alpha1.ClaimPending, v1alpha1.ClaimReasonScheduling)
+	if got.Status.NodeName != "gpu-2" || got.Status.ExpiresAt != nil || len(got.Status.Devices) != 0 {
+		t.Errorf("status %+v, want placed on the fuller gpu-2, no devices or expiry yet", got.Status)
+	}
+	h := f.pod(HolderName(cl))
+	if h == nil {
+		t.Fatalf("no holder Pod %s; writes %v", HolderName(cl), f.writes())
+	}
+	if h.Spec.PriorityClassName != v1alpha1.ClaimPriorityClassName || PinnedNode(h) != "gpu-2" || !controlledBy(h, cl) || h.Labels[LabelClaim] != "train" {
+		t.Errorf("holder priority %q pinned to %q labels %v owners %v; want kiln-claim, gpu-2, the claim's label and controller",
+			h.Spec.PriorityClassName, PinnedNode(h), h.Labels, h.OwnerReferences)
+	}
+	if diff := cmp.Diff(quantities(resources(gpu, 4)), quantities(h.Spec.Containers[0].Resources.Requests)); diff != "" {
+		t.Errorf("holder requests (-want +got):\n%s", diff)
+	}
+	if h.Status.NominatedNodeName != "gpu-2" {
+		t.Errorf("holder nominatedNodeName %q, want gpu-2", h.Status.NominatedNodeName)
+	}
+	if events := f.events(); !slices.Equal(events, []string{"Normal Scheduling placed on node gpu-2; waiting for the scheduler to bind its holder Pod"}) {
+		t.Errorf("events %v", events)
+	}
+
+	// Not bound yet: it waits, and makes no second holder.
+	f.catchUp()
+	f.clock = start.Add(5 * time.Second)
+	if after := f.sync(); after != replaceAfter {
+		t.Errorf("while unbound, requeue in %v, want %v", after, replaceAfter)
+	}
+	if slices.Contains(f.writes(), "create pods") {
+		t.Errorf("a second holder was created: %v", f.writes())
+	}
+	wantState(t, f.claim("train"), v1alpha1.ClaimPending, v1alpha1.ClaimReasonScheduling)
+
+	f.catchUp()
+	f.bind(HolderName(cl), "gpu-2")
+	f.clock = start.Add(10 * time.Second)
+	if after := f.sync(); after != 2*time.Hour {
+		t.Errorf("once Bound, requeue in %v, want the 2h to expiry", after)
+	}
+	got = f.claim("train")
+	wantState(t, got, v1alpha1.ClaimBound, "")
+	if got.Status.ExpiresAt == nil || !got.Status.ExpiresAt.Time.Equal(f.clock.Add(2*time.Hour)) {
+		t.Errorf("expiresAt %v, want %v", got.Status.ExpiresAt, f.clock.Add(2*time.Hour))
+	}
+	if got.Status.NodeName != "gpu-2" || len(got.Status.Devices) != 4 {
+		t.Errorf("nodeName %q devices %v, want gpu-2 and 4 devices", got.Status.NodeName, got.Status.Devices)
+	}
+	if events := f.events(); !slices.Equal(events, []string{"Normal Bound Holding 4 nvidia.com/gpu on node gpu-2"}) {
+		t.Errorf("events %v", events)
+	}
+
+	// Steady: nothing changes, nothing is written.
+	f.catchUp()
+	f.sync()
+	if w := f.writes(); len(w) != 0 {
+		t.Errorf("a second sync of a Bound claim wrote %v", w)
+	}
+}
+
+// The informer may not show a placement made moments ago: the next
+// placement must still count it, or two holders would share the room.
+func TestSyncCountsPlacementsNotYetSeen(t *testing.T) {
+	f := newFixture(t, newClaim("train", 6), newClaim("other", 6), h100(), node("gpu-1"))
+	f.sync()
+	if got := f.claim("train"); got.Status.NodeName != "gpu-1" {
+		t.Fatalf("train not placed: %+v", got.Status)
+	}
+	f.syncKey(cache.ObjectName{Namespace: tenant, Name: "other"})
+	wantState(t, f.claim("other"), v1alpha1.ClaimPending, v1alpha1.ClaimReasonCapacity)
+
+	// Seen, it is counted as the hold it is.
+	f.catchUp()
+	f.syncKey(cache.ObjectName{Namespace: tenant, Name: "other"})
+	if got := f.claim("other"); got.Status.NodeName != "" || f.pod(HolderName(got)) != nil {
+		t.Errorf("other placed on %q beside train's hold", got.Status.NodeName)
+	}
+}
+
+// A holder the scheduler cannot bind is given up after replaceAfter, and
+// the Claim is placed again.
+func TestSyncUnschedulableHolder(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		since       time.Duration
+		wantNode    string
+		wantReason  string
+		wantDeleted bool
+	}{
+		{"within the wait it keeps its node", 10 * time.Second, "gpu-1", v1alpha1.ClaimReasonScheduling, false},
+		{"past it the holder goes and the claim is placed again", replaceAfter, "", v1alpha1.ClaimReasonCapacity, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cl, h := held(newClaim("train", 4), "gpu-1")
+			cl.Status = v1alpha1.ClaimStatus{Phase: v1alpha1.ClaimPending, NodeName: "gpu-1", ObservedGeneration: 1}
+			h.Spec.NodeName = ""
+			h.Status = corev1.PodStatus{Phase: corev1.PodPending, NominatedNodeName: "gpu-1", Conditions: []corev1.PodCondition{{
+				Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable,
+				Message: "0/1 nodes are available: 1 Insufficient nvidia.com/gpu.", LastTransitionTime: metav1.NewTime(start.Add(-tc.since)),
+			}}}
+			f := newFixture(t, cl, h, h100(), node("gpu-1"))
+			f.sync()
+
+			got := f.claim("train")
+			wantState(t, got, v1alpha1.ClaimPending, tc.wantReason)
+			if got.Status.NodeName != tc.wantNode {
+				t.Errorf("nodeName %q, want %q", got.Status.NodeName, tc.wantNode)
+			}
+			if !strings.Contains(waitingMessage(got), "1 Insufficient nvidia.com/gpu") {
+				t.Errorf("message %q, want the scheduler's word", waitingMessage(got))
+			}
+			var want []podDelete
+			if tc.wantDeleted {
+				want = []podDelete{{Name: h.Name, UID: h.UID}}
+			}
+			if diff := cmp.Diff(want, f.podDeletes()); diff != "" {
+				t.Errorf("Pod deletes (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestSyncExpiry(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		now       time.Duration // after the claim's expiresAt
+		wantPhase v1alpha1.ClaimPhase
+		wantAfter time.Duration
+	}{
+		{"before expiresAt it waits for the time left", -90 * time.Second, v1alpha1.ClaimBound, 90 * time.Second},
+		{"at expiresAt it expires", 0, v1alpha1.ClaimExpired, 0},
+		{"past expiresAt it expires", time.Minute, v1alpha1.ClaimExpired, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cl, h := held(newClaim("train", 4, expireAfter(time.Hour)), "gpu-1")
+			f := newFixture(t, cl, h, h100(), node("gpu-1"))
+			f.clock = cl.Status.ExpiresAt.Add(tc.now)
+			if after := f.sync(); after != tc.wantAfter {
+				t.Errorf("requeue in %v, want %v", after, tc.wantAfter)
+			}
+			got := f.claim("train")
+			wantState(t, got, tc.wantPhase, "")
+			deletes, events := f.podDeletes(), f.events()
+			if tc.wantPhase == v1alpha1.ClaimBound {
+				if len(deletes) != 0 || len(events) != 0 || got.Status.NodeName != "gpu-1" {
+					t.Errorf("before expiry: deletes %v events %v nodeName %q", deletes, events, got.Status.NodeName)
+				}
+				return
+			}
+			if diff := cmp.Diff([]podDelete{{Name: h.Name, UID: h.UID}}, deletes); diff != "" {
+				t.Errorf("holder deletes (-want +got):\n%s", diff)
+			}
+			if got.Status.NodeName != "" || got.Status.Devices != nil {
+				t.Errorf("expired status %+v still names the node or devices", got.Status)
+			}
+			if !hasEvent(events, "Normal Expired No Instance attached for 1h0m0s") {
+				t.Errorf("events %v, want Expired", events)
+			}
+
+			// Expired is final: it is not placed again.
+			f.catchUp()
+			f.clock = f.clock.Add(time.Hour)
+			f.sync()
+			if w := f.writes(); len(w) != 0 {
+				t.Errorf("an Expired claim wrote %v", w)
+			}
+		})
+	}
+}
+
+func TestSyncNodeLost(t *testing.T) {
+	job := instance("job", "train")
+	for _, tc := range []struct {
+		name string
+		// node is gpu-1 as it stands, nil when deleted.
+		node     *corev1.Node
+		attached bool
+		wantPh   v1alpha1.ClaimPhase
+		wantWhy  string
+		// wantAfter is the requeue; wantEvent the NodeLost Warning, if any.
+		wantAfter time.Duration
+		wantEvent string
+	}{{
+		name:      "NotReady within the grace: still Bound, looked at again when it ends",
+		node:      node("gpu-1", notReadyFor(time.Minute)),
+		wantPh:    v1alpha1.ClaimBound,
+		wantAfter: 4 * time.Minute,
+	}, {
+		name:      "NotReady past the grace: lost, and placed again",
+		node:      node("gpu-1", notReadyFor(6*time.Minute)),
+		wantPh:    v1alpha1.ClaimPending,
+		wantWhy:   v1alpha1.ClaimReasonCapacity,
+		wantAfter: time.Millisecond,
+		wantEvent: "Warning NodeLost Node gpu-1 was NotReady for longer than 5m0s; the cards held there are lost",
+	}, {
+		name:      "deleted: lost at once, and placed again",
+		wantPh:    v1alpha1.ClaimPending,
+		wantWhy:   v1alpha1.ClaimReasonCapacity,
+		wantAfter: time.Millisecond,
+		wantEvent: "Warning NodeLost Node gpu-1 was deleted; the cards held there are lost",
+	}, {
+		name:      "attached, NotReady within the grace: still Attached",
+		node:      node("gpu-1", notReadyFor(time.Minute)),
+		attached:  true,
+		wantPh:    v1alpha1.ClaimAttached,
+		wantAfter: 4 * time.Minute,
+	}, {
+		name:     "attached, NotReady past the grace: Lost while the Instance runs",
+		node:     node("gpu-1", notReadyFor(6*time.Minute)),
+		attached: true,
+		wantPh:   v1alpha1.ClaimLost,
+		wantWhy:  ReasonLost,
+		wantEvent: "Warning NodeLost Node gpu-1 was NotReady for longer than 5m0s; the cards held there are lost; " +
+			"the Claim is placed again once Instance job stops",
+	}, {
+		name:      "attached, deleted: Lost while the Instance runs",
+		attached:  true,
+		wantPh:    v1alpha1.ClaimLost,
+		wantWhy:   ReasonLost,
+		wantEvent: "Warning NodeLost Node gpu-1 was deleted; the cards held there are lost; the Claim is placed again once Instance job stops",
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			cl, h := held(newClaim("train", 4), "gpu-1")
+			objs := []runtime.Object{h100(), node("gpu-2")}
+			if tc.attached {
+				objs = append(objs, attached(cl, "gpu-1", job), job, instancePod(job, "gpu-1", true))
+			} else {
+				objs = append(objs, cl, h)
+			}
+			if tc.node != nil {
+				objs = append(objs, tc.node)
+			}
+			f := newFixture(t, objs...)
+			if after := f.sync(); after != tc.wantAfter {
+				t.Errorf("requeue in %v, want %v", after, tc.wantAfter)
+			}
+			got := f.claim("train")
+			wantState(t, got, tc.wantPh, tc.wantWhy)
+			events := f.events()
+			if (tc.wantEvent == "" && hasEvent(events, "Warning NodeLost")) || (tc.wantEvent != "" && !slices.Contains(events, tc.wantEvent)) {
+				t.Errorf("events %v, want NodeLost %q", events, tc.wantEvent)
+			}
+			var wantDeletes []podDelete
+			if tc.wantPh == v1alpha1.ClaimPending {
+				// No kubelet is left to end it gracefully.
+				wantDeletes = []podDelete{{Name: h.Name, UID: h.UID, Grace: ptr.To[int64](0)}}
+				if got.Status.NodeName != "" || got.Status.Devices != nil {
+					t.Errorf("status %+v still holds on the lost node", got.Status)
+				}
+			}
+			if diff := cmp.Diff(wantDeletes, f.podDeletes()); diff != "" {
+				t.Errorf("holder deletes (-want +got):\n%s", diff)
+			}
+			if tc.wantPh == v1alpha1.ClaimLost && got.Status.AttachedTo != "job" {
+				t.Errorf("a Lost claim forgot its Instance: attachedTo %q", got.Status.AttachedTo)
+			}
+
+			f.catchUp()
+			f.sync()
+			events = f.events()
+			if hasEvent(events, "Warning NodeLost") {
+				t.Errorf("the next sync told NodeLost again: %v", events)
+			}
+			switch tc.wantPh {
+			case v1alpha1.ClaimPending:
+				if got := f.claim("train"); got.Status.NodeName != "gpu-2" {
+					t.Errorf("the next sync placed it on %q, want gpu-2", got.Status.NodeName)
+				}
+			default:
+				if w := f.writes(); len(w) != 0 {
+					t.Errorf("the next sync wrote %v", w)
+				}
+			}
+		})
+	}
+}
+
+func TestSyncAttach(t *testing.T) {
+	job := instance("job", "train")
+	other := instance("other", "train")
+	for _, tc := range []struct {
+		name string
+		// pod is the Instance's Pod, if any.
+		pod        *corev1.Pod
+		wantDelete bool
+	}{
+		{name: "no Pod yet: the holder keeps the cards"},
+		{name: "a Pod only nominated elsewhere: the holder keeps them", pod: instancePod(job, "gpu-2", false)},
+		{name: "a Pod of the same name not controlled by the Instance: the holder keeps them",
+			pod: func() *corev1.Pod { p := instancePod(other, "gpu-1", true); p.Name = "job"; return p }()},
+		{name: "the Pod nominated to the node: the holder goes", pod: instancePod(job, "gpu-1", false), wantDelete: true},
+		{name: "the Pod bound there: the holder goes", pod: instancePod(job, "gpu-1", true), wantDelete: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cl, h := held(newClaim("train", 4, expireAfter(time.Hour)), "gpu-1")
+			objs := []runtime.Object{cl, h, job, h100(), node("gpu-1"), node("gpu-2")}
+			if tc.pod != nil {
+				objs = append(objs, tc.pod)
+			}
+			f := newFixture(t, objs...)
+			f.sync()
+
+			got := f.claim("train")
+			wantState(t, got, v1alpha1.ClaimAttached, "")
+			if got.Status.AttachedTo != "job" || got.Status.ExpiresAt != nil || got.Status.NodeName != "gpu-1" || len(got.Status.Devices) != 4 {
+				t.Errorf("status %+v, want attached to job on gpu-1 with its 4 devices and no expiry", got.Status)
+			}
+			if events := f.events(); !slices.Equal(events, []string{"Normal Attached Attached to Instance job on node gpu-1"}) {
+				t.Errorf("events %v", events)
+			}
+			var want []podDelete
+			if tc.wantDelete {
+				want = []podDelete{{Name: h.Name, UID: h.UID}}
+			}
+			if diff := cmp.Diff(want, f.podDeletes()); diff != "" {
+				t.Errorf("holder deletes (-want +got):\n%s", diff)
+			}
+			if slices.Contains(f.writes(), "create pods") {
+				t.Errorf("a holder was created while one holds: %v", f.writes())
+			}
+		})
+	}
+}
+
+func TestSyncInstancesThatDoNotAttach(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		inst *v1alpha1.Instance
+	}{
+		{"stopped", instance("job", "train", stopped)},
+		{"being deleted", instance("job", "train", func(i *v1alpha1.Instance) {
+			i.DeletionTimestamp = ptr.To(metav1.NewTime(start))
+			i.Finalizers = []string{"gpu.kiln.dev/instance"}
+		})},
+		{"on another claim", instance("job", "other")},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cl, h := held(newClaim("train", 4), "gpu-1")
+			f := newFixture(t, cl, h, tc.inst, h100(), node("gpu-1"))
+			f.sync()
+			wantState(t, f.claim("train"), v1alpha1.ClaimBound, "")
+			if w := f.writes(); len(w) != 0 {
+				t.Errorf("wrote %v", w)
+			}
+		})
+	}
+}
+
+// When the Instance lets go, a new holder takes the cards back; while it
+// runs but its Pod is gone, the holder keeps them until its next Pod.
+func TestSyncDetach(t *testing.T) {
+	job := instance("job", "train")
+	for _, tc := range []struct {
+		name       string
+		inst       *v1alpha1.Instance
+		pod        *corev1.Pod
+		wantPhase  v1alpha1.ClaimPhase
+		wantHolder bool
+		wantExpiry bool
+		wantEvents []string
+	}{{
+		name:       "the Instance stopped: held again, expiry restarted",
+		inst:       instance("job", "train", stopped),
+		pod:        instancePod(job, "gpu-1", true),
+		wantPhase:  v1alpha1.ClaimBound,
+		wantHolder: true,
+		wantExpiry: true,
+		wantEvents: []string{"Normal Bound Instance job let go; holding 4 nvidia.com/gpu on node gpu-1 again"},
+	}, {
+		name:       "the Instance is gone: held again, expiry restarted",
+		wantPhase:  v1alpha1.ClaimBound,
+		wantHolder: true,
+		wantExpiry: true,
+		wantEvents: []string{"Normal Bound Instance job let go; holding 4 nvidia.com/gpu on node gpu-1 again"},
+	}, {
+		name:       "the Instance runs without a Pod: held for its next one",
+		inst:       job,
+		wantPhase:  v1alpha1.ClaimAttached,
+		wantHolder: true,
+	}, {
+		name:      "the Instance runs on its Pod: nothing to do",
+		inst:      job,
+		pod:       instancePod(job, "gpu-1", true),
+		wantPhase: v1alpha1.ClaimAttached,
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			cl := attached(newClaim("train", 4, expireAfter(time.Hour)), "gpu-1", job)
+			objs := []runtime.Object{cl, h100(), node("gpu-1")}
+			if tc.inst != nil {
+				objs = append(objs, tc.inst)
+			}
+			if tc.pod != nil {
+				objs = append(objs, tc.pod)
+			}
+			f := newFixture(t, objs...)
+			f.clock = start.Add(3 * time.Hour)
+			f.sync()
+
+			got := f.claim("train")
+			wantState(t, got, tc.wantPhase, "")
+			h := f.pod(HolderName(cl))
+			if (h != nil) != tc.wantHolder {
+				t.Fatalf("holder %v, want one: %v", h, tc.wantHolder)
+			}
+			if h != nil && (PinnedNode(h) != "gpu-1" || h.Status.NominatedNodeName != "gpu-1") {
+				t.Errorf("holder pinned to %q nominated to %q, want gpu-1", PinnedNode(h), h.Status.NominatedNodeName)
+			}
+			var wantExpiry *metav1.Time
+			if tc.wantExpiry {
+				wantExpiry = ptr.To(metav1.NewTime(f.clock.Add(time.Hour)))
+			}
+			if !got.Status.ExpiresAt.Equal(wantExpiry) {
+				t.Errorf("expiresAt %v, want %v", got.Status.ExpiresAt, wantExpiry)
+			}
+			wantAttached := ""
+			if tc.wantPhase == v1alpha1.ClaimAttached {
+				wantAttached = "job"
+			}
+			if got.Status.AttachedTo != wantAttached || got.Status.NodeName != "gpu-1" {
+				t.Errorf("attachedTo %q nodeName %q, want %q on gpu-1", got.Status.AttachedTo, got.Status.NodeName, wantAttached)
+			}
+			if diff := cmp.Diff(tc.wantEvents, f.events()); diff != "" {
+				t.Errorf("events (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func budget(ns string, key v1alpha1.BudgetResourceName, hard, used string) *v1alpha1.Budget {
+	return &v1alpha1.Budget{
+		ObjectMeta: metav1.ObjectMeta{Name: "team", Namespace: ns},
+		Spec:       v1alpha1.BudgetSpec{Hard: v1alpha1.BudgetResourceList{key: resource.MustParse(hard)}},
+		Status:     v1alpha1.BudgetStatus{Used: v1alpha1.BudgetResourceList{key: resource.MustParse(used)}},
+	}
+}
+
+// A Pending Claim that cannot be placed says why, and makes no holder.
+func TestSyncWaitingReasons(t *testing.T) {
+	onHold := h100()
+	onHold.Spec.Hold = v1alpha1.HoldNew
+	draining := h100()
+	draining.Spec.Hold = v1alpha1.HoldDrain
+	for _, tc := range []struct {
+		name        string
+		claim       *v1alpha1.Claim
+		objs        []runtime.Object
+		wantReason  string
+		wantMessage string
+	}{{
+		name:       "room: placed",
+		claim:      newClaim("train", 4),
+		objs:       []runtime.Object{h100(), node("gpu-1")},
+		wantReason: v1alpha1.ClaimReasonScheduling,
+	}, {
+		name:       "no room",
+		claim:      newClaim("train", 4),
+		objs:       []runtime.Object{h100(), node("gpu-1"), pod("busy", "gpu-1", resources(gpu, 6))},
+		wantReason: v1alpha1.ClaimReasonCapacity,
+		wantMessage: "no node of instancetype h100's pool has room for all of claim train (4 nvidia.com/gpu on one node); " +
+			"the most free on one node is 2 nvidia.com/gpu, on gpu-1",
+	}, {
+		name:       "pinned to a full node, though another has room",
+		claim:      newClaim("train", 4, func(c *v1alpha1.Claim) { c.Spec.NodeName = "gpu-1" }),
+		objs:       []runtime.Object{h100(), node("gpu-1"), node("gpu-2"), pod("busy", "gpu-1", resources(gpu, 6))},
+		wantReason: v1alpha1.ClaimReasonCapacity,
+		wantMessage: "node gpu-1 has 2 nvidia.com/gpu free, claim train needs 4 nvidia.com/gpu; " +
+			"it waits until they are released, or clear spec.nodeName",
+	}, {
+		name:       "pinned to a node outside the pool",
+		claim:      newClaim("train", 4, func(c *v1alpha1.Claim) { c.Spec.NodeName = "gpu-9" }),
+		objs:       []runtime.Object{h100(), node("gpu-1")},
+		wantReason: v1alpha1.ClaimReasonNodeNotFound,
+		wantMessage: `node "gpu-9" is not a Ready, schedulable node of instancetype h100's pool; ` +
+			"pin claim train to another node or clear spec.nodeName",
+	}, {
+		name:       "a Budget over its limit",
+		claim:      newClaim("train", 4),
+		objs:       []runtime.Object{h100(), node("gpu-1"), budget(tenant, v1alpha1.BudgetAccelerators, "4", "5")},
+		wantReason: v1alpha1.ClaimReasonBudget,
+		wantMessage: "budget team is over its limit: accelerators used 5 > hard 4; " +
+			"raise it, or release other Instances or Claims",
+	}, {
+		name:       "a Budget over its limit for the claim's type",
+		claim:      newClaim("train", 4),
+		objs:       []runtime.Object{h100(), node("gpu-1"), budget(tenant, "accelerators.h100", "4", "6")},
+		wantReason: v1alpha1.ClaimReasonBudget,
+		wantMessage: "budget team is over its limit: accelerators.h100 used 6 > hard 4; " +
+			"raise it, or release other Instances or Claims",
+	}, {
+		// used counts the Claim itself, charged when it was created.
+		name:       "a Budget at its limit: placed",
+		claim:      newClaim("train", 4),
+		objs:       []runtime.Object{h100(), node("gpu-1"), budget(tenant, v1alpha1.BudgetAccelerators, "4", "4")},
+		wantReason: v1alpha1.ClaimReasonScheduling,
+	}, {
+		name:       "a Budget of another namespace: placed",
+		claim:      newClaim("train", 4),
+		objs:       []runtime.Object{h100(), node("gpu-1"), budget("tenant-b", v1alpha1.BudgetAccelerators, "4", "5")},
+		wantReason: v1alpha1.ClaimReasonScheduling,
+	}, {
+		name:        "the type on hold",
+		claim:       newClaim("train", 4),
+		objs:        []runtime.Object{onHold, node("gpu-1")},
+		wantReason:  v1alpha1.ClaimReasonTypeHeld,
+		wantMessage: `instancetype h100 is on hold ("Hold") and places no new Claims; it waits until the admin reopens it`,
+	}, {
+		name:        "the type draining",
+		claim:       newClaim("train", 4),
+		objs:        []runtime.Object{draining, node("gpu-1")},
+		wantReason:  v1alpha1.ClaimReasonTypeHeld,
+		wantMessage: `instancetype h100 is on hold ("Drain") and places no new Claims; it waits until the admin reopens it`,
+	}, {
+		name:        "no such type",
+		claim:       newClaim("train", 4),
+		objs:        []runtime.Object{node("gpu-1")},
+		wantReason:  v1alpha1.ClaimReasonTypeNotFound,
+		wantMessage: `instancetype "h100" does not exist; it waits until it is created`,
+	}, {
+		name:       "a partition where only whole cards are free",
+		claim:      newClaim("train", 0, partition("1g.10gb")),
+		objs:       []runtime.Object{h100(), node("gpu-1")},
+		wantReason: v1alpha1.ClaimReasonCapacity,
+		wantMessage: "no node of instancetype h100's pool has room for all of claim train (1 nvidia.com/mig-1g.10gb on one node); " +
+			"the most free on one node is 0 nvidia.com/mig-1g.10gb, on gpu-1",
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, append(tc.objs, tc.claim)...)
+			if after := f.sync(); after <= 0 || after > recheck {
+				t.Errorf("requeue in %v, want a look again within %v", after, recheck)
+			}
+			got := f.claim("train")
+			wantState(t, got, v1alpha1.ClaimPending, tc.wantReason)
+			placed := tc.wantReason == v1alpha1.ClaimReasonScheduling
+			if h := f.pod(HolderName(got)); (h != nil) != placed {
+				t.Errorf("holder %v, want one: %v", h, placed)
+			}
+			if placed {
+				return
+			}
+			if msg := waitingMessage(got); msg != tc.wantMessage {
+				t.Errorf("message\n %q, want\n %q", msg, tc.wantMessage)
+			}
+			if got.Status.NodeName != "" {
+				t.Errorf("nodeName %q while waiting", got.Status.NodeName)
+			}
+			if events := f.events(); !slices.Equal(events, []string{"Warning " + tc.wantReason + " " + tc.wantMessage}) {
+				t.Errorf("events %v", events)
+			}
+
+			// Told once: the same reason again records nothing.
+			f.catchUp()
+			f.sync()
+			if events := f.events(); len(events) != 0 {
+				t.Errorf("the next sync recorded %v", events)
+			}
+		})
+	}
+}
+
+// A claim set goes to one node together, once its members have all
+// arrived.
+func TestSyncClaimSet(t *testing.T) {
+	inSet := func(c *v1alpha1.Claim) { c.Labels = map[string]string{v1alpha1.ClaimSetLabel: "pair"} }
+	for _, tc := range []struct {
+		name     string
+		age      time.Duration // of the newest member
+		wantNode string
+	}{
+		{"a member just arrived: wait for the rest", time.Second, ""},
+		{"settled: placed together on the node with room for both", setSettle, "gpu-2"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			second := newClaim("train-b", 3, inSet)
+			second.CreationTimestamp = metav1.NewTime(start.Add(-tc.age))
+			f := newFixture(t, newClaim("train", 3, inSet), second, h100(),
+				node("gpu-1"), node("gpu-2"), pod("busy-1", "gpu-1", resources(gpu, 3)), pod("busy-2", "gpu-2", resources(gpu, 2)))
+			after := f.sync()
+
+			for _, name := range []string{"train", "train-b"} {
+				got := f.claim(name)
+				if name == "train" {
+					wantState(t, got, v1alpha1.ClaimPending, v1alpha1.ClaimReasonScheduling)
+				}
+				h := f.pod(HolderName(got))
+				if tc.wantNode == "" {
+					if h != nil {
+						t.Errorf("%s got a holder before the set settled", name)
+					}
+					continue
+				}
+				if h == nil || PinnedNode(h) != tc.wantNode {
+					t.Errorf("%s holder %v, want one on %s", name, h, tc.wantNode)
+				}
+			}
+			if tc.wantNode == "" && after != setSettle-tc.age {
+				t.Errorf("requeue in %v, want %v", after, setSettle-tc.age)
+			}
+		})
+	}
+}
+
+func TestSyncNameConflict(t *testing.T) {
+	cl := newClaim("train", 4)
+	foreign := pod(HolderName(cl), "gpu-1", resources(gpu, 1))
+	f := newFixture(t, cl, foreign, h100(), node("gpu-1"))
+	f.sync()
+	got := f.claim("train")
+	wantState(t, got, v1alpha1.ClaimPending, v1alpha1.ClaimReasonNameConflict)
+	for _, w := range f.writes() {
+		if strings.HasSuffix(w, " pods") || strings.HasPrefix(w, "patch pods") {
+			t.Errorf("wrote %s while a foreign Pod has the holder's name", w)
+		}
+	}
+}
+
+func TestSyncDeletion(t *testing.T) {
+	instanceRunning := func(cl *v1alpha1.Claim) {
+		cl.Status.Conditions = []metav1.Condition{{Type: v1alpha1.ClaimConditionWaiting, Status: metav1.ConditionTrue,
+			Reason: ReasonInstanceRunning, Message: "told before", ObservedGeneration: 1, LastTransitionTime: metav1.NewTime(start)}}
+	}
+	for _, tc := range []struct {
+		name     string
+		inst     *v1alpha1.Instance
+		told     bool // the claim already says InstanceRunning
+		noHolder bool
+		wantKept bool
+	}{
+		{name: "an Instance runs on it: kept, and told", inst: instance("job", "train"), wantKept: true},
+		{name: "an Instance runs on it, already told: kept quietly", inst: instance("job", "train"), told: true, wantKept: true},
+		{name: "its Instance stopped: released", inst: instance("job", "train", stopped)},
+		{name: "no Instance: released"},
+		{name: "no Instance and no holder: released", noHolder: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cl, h := held(newClaim("train", 4), "gpu-1")
+			if tc.inst != nil && !tc.inst.Spec.Stopped {
+				cl = attached(cl, "gpu-1", tc.inst)
+			}
+			cl.DeletionTimestamp = ptr.To(metav1.NewTime(start))
+			if tc.told {
+				instanceRunning(cl)
+			}
+			objs := []runtime.Object{cl, h100(), node("gpu-1")}
+			if !tc.noHolder {
+				objs = append(objs, h)
+			}
+			if tc.inst != nil {
+				objs = append(objs, tc.inst)
+			}
+			f := newFixture(t, objs...)
+			f.sync()
+
+			got, err := f.kiln.GpuV1alpha1().Claims(tenant).Get(t.Context(), "train", metav1.GetOptions{})
+			if err != nil && !apierrors.IsNotFound(err) {
+				t.Fatal(err)
+			}
+			kept := err == nil && slices.Contains(got.Finalizers, v1alpha1.ClaimFinalizer)
+			if kept != tc.wantKept {
+				t.Fatalf("finalizer kept: %v, want %v", kept, tc.wantKept)
+			}
+			events := f.events()
+			if tc.wantKept {
+				wantState(t, got, v1alpha1.ClaimAttached, ReasonInstanceRunning)
+				if !strings.Contains(waitingMessage(got), "waits for Instance job") {
+					t.Errorf("message %q, want it to name the Instance", waitingMessage(got))
+				}
+				if told := hasEvent(events, "Warning InstanceRunning"); told == tc.told {
+					t.Errorf("events %v; told before: %v", events, tc.told)
+				}
+				if d := f.podDeletes(); len(d) != 0 {
+					t.Errorf("deleted %v under a running Instance", d)
+				}
+				return
+			}
+			var want []podDelete
+			if !tc.noHolder {
+				want = []podDelete{{Name: h.Name, UID: h.UID}}
+			}
+			if diff := cmp.Diff(want, f.podDeletes()); diff != "" {
+				t.Errorf("holder deletes (-want +got):\n%s", diff)
+			}
+			if len(events) != 0 {
+				t.Errorf("events %v", events)
+			}
+		})
+	}
+}
