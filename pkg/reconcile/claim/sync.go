@@ -217,7 +217,9 @@ func (c *Controller) expire(ctx context.Context, s *step) error {
 		s.st.ExpiresAt = nil
 		return nil
 	}
-	if s.st.ExpiresAt == nil {
+	// An edit of expireAfter (the one field that may change) restarts the
+	// clock from the edit.
+	if s.st.ExpiresAt == nil || s.cl.Generation != s.cl.Status.ObservedGeneration {
 		s.st.ExpiresAt = ptr.To(metav1.NewTime(s.now.Add(after.Duration)))
 	}
 	if left := s.st.ExpiresAt.Sub(s.now.Time); left > 0 {
@@ -243,6 +245,14 @@ func (c *Controller) release(ctx context.Context, s *step) error {
 // lost handles a Claim whose node is gone or NotReady past the grace: it
 // is Lost, and placed again as soon as no Instance runs on it.
 func (c *Controller) lost(ctx context.Context, s *step, node string, deleted bool) error {
+	if s.st.Phase == v1alpha1.ClaimPending && s.cl.Status.NodeName == "" {
+		// Given up already: the holder seen is a stale view of the one
+		// deleted then.
+		if s.holder != nil {
+			return c.deleteHolder(ctx, s.holder, true)
+		}
+		return nil
+	}
 	if s.st.Phase != v1alpha1.ClaimLost {
 		why := "NotReady for longer than " + c.opts.LostGrace.String()
 		if deleted {
@@ -270,7 +280,6 @@ func (c *Controller) lost(ctx context.Context, s *step, node string, deleted boo
 	}
 	s.st = v1alpha1.ClaimStatus{Phase: v1alpha1.ClaimPending, Conditions: s.st.Conditions, ObservedGeneration: s.st.ObservedGeneration}
 	s.wait(v1alpha1.ClaimReasonCapacity, fmt.Sprintf("node %s was lost; looking for another node", node))
-	s.requeue(time.Millisecond)
 	return nil
 }
 

@@ -550,6 +550,57 @@ func TestSyncExpiry(t *testing.T) {
 	}
 }
 
+// TestSyncExpireAfterEdited: lengthening expireAfter on a Bound Claim
+// restarts the clock from the edit, rather than keeping the old deadline.
+func TestSyncExpireAfterEdited(t *testing.T) {
+	cl, h := held(newClaim("train", 4, expireAfter(time.Hour)), "gpu-1")
+	f := newFixture(t, cl, h, h100(), node("gpu-1"))
+	f.clock = start.Add(50 * time.Minute)
+	edited := f.claim("train").DeepCopy()
+	edited.Spec.ExpireAfter = &metav1.Duration{Duration: 8 * time.Hour}
+	edited.Generation++
+	f.set(edited)
+	if after := f.sync(); after != 8*time.Hour {
+		t.Errorf("requeue in %v, want 8h from the edit", after)
+	}
+	got := f.claim("train")
+	wantState(t, got, v1alpha1.ClaimBound, "")
+	if want := f.clock.Add(8 * time.Hour); got.Status.ExpiresAt == nil || !got.Status.ExpiresAt.Time.Equal(want) {
+		t.Errorf("expiresAt %v, want %v", got.Status.ExpiresAt, want)
+	}
+	f.catchUp()
+	f.clock = f.clock.Add(time.Hour)
+	if after := f.sync(); after != 7*time.Hour {
+		t.Errorf("an hour after the edit: requeue in %v, want 7h", after)
+	}
+}
+
+// TestSyncLostHolderSeenLate: the sync after a Claim gave up its lost node
+// may still see the deleted holder; it neither tells NodeLost again nor
+// takes the holder for a placement.
+func TestSyncLostHolderSeenLate(t *testing.T) {
+	cl, h := held(newClaim("train", 4), "gpu-1")
+	f := newFixture(t, cl, h, h100(), node("gpu-2"))
+	f.sync()
+	if !hasEvent(f.events(), "Warning NodeLost") {
+		t.Fatal("no NodeLost on the first sync")
+	}
+	f.set(f.claim("train"))
+	if err := f.pods.Add(h); err != nil {
+		t.Fatal(err)
+	}
+	f.kube.ClearActions()
+	f.sync()
+	if events := f.events(); hasEvent(events, "Warning NodeLost") {
+		t.Errorf("told NodeLost again: %v", events)
+	}
+	got := f.claim("train")
+	wantState(t, got, v1alpha1.ClaimPending, v1alpha1.ClaimReasonCapacity)
+	if got.Status.NodeName != "" {
+		t.Errorf("took the stale holder for a placement on %q", got.Status.NodeName)
+	}
+}
+
 func TestSyncNodeLost(t *testing.T) {
 	job := instance("job", "train")
 	for _, tc := range []struct {
@@ -572,13 +623,11 @@ func TestSyncNodeLost(t *testing.T) {
 		node:      node("gpu-1", notReadyFor(6*time.Minute)),
 		wantPh:    v1alpha1.ClaimPending,
 		wantWhy:   v1alpha1.ClaimReasonCapacity,
-		wantAfter: time.Millisecond,
 		wantEvent: "Warning NodeLost Node gpu-1 was NotReady for longer than 5m0s; the cards held there are lost",
 	}, {
 		name:      "deleted: lost at once, and placed again",
 		wantPh:    v1alpha1.ClaimPending,
 		wantWhy:   v1alpha1.ClaimReasonCapacity,
-		wantAfter: time.Millisecond,
 		wantEvent: "Warning NodeLost Node gpu-1 was deleted; the cards held there are lost",
 	}, {
 		name:      "attached, NotReady within the grace: still Attached",

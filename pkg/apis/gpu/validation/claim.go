@@ -12,9 +12,10 @@ import (
 
 var supportedClaimPhases = []gpu.ClaimPhase{gpu.ClaimPending, gpu.ClaimBound, gpu.ClaimAttached, gpu.ClaimLost, gpu.ClaimExpired}
 
-// ValidateClaim validates a new Claim.
+// ValidateClaim validates a new Claim. Its name is a DNS label (at most 63
+// characters), since the Pods that run on it carry it as a label value.
 func ValidateClaim(obj *gpu.Claim) field.ErrorList {
-	allErrs := apivalidation.ValidateObjectMeta(&obj.ObjectMeta, true, apivalidation.NameIsDNSSubdomain, field.NewPath("metadata"))
+	allErrs := apivalidation.ValidateObjectMeta(&obj.ObjectMeta, true, apivalidation.NameIsDNSLabel, field.NewPath("metadata"))
 	return append(allErrs, validateClaimSpec(&obj.Spec, field.NewPath("spec"))...)
 }
 

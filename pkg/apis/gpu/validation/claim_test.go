@@ -1,6 +1,7 @@
 package validation
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -50,6 +51,11 @@ func TestValidateClaim(t *testing.T) {
 		{name: "namespace missing", mutate: func(o *gpu.Claim) { o.Namespace = "" },
 			want: field.ErrorList{{Type: field.ErrorTypeRequired, Field: "metadata.namespace"}}},
 		{name: "name invalid", mutate: func(o *gpu.Claim) { o.Name = "Four H100s" },
+			want: field.ErrorList{{Type: field.ErrorTypeInvalid, Field: "metadata.name"}}},
+		{name: "name of 63 characters", mutate: func(o *gpu.Claim) { o.Name = strings.Repeat("a", 63) }},
+		{name: "name longer than a label value", mutate: func(o *gpu.Claim) { o.Name = strings.Repeat("a", 64) },
+			want: field.ErrorList{{Type: field.ErrorTypeInvalid, Field: "metadata.name"}}},
+		{name: "name with a dot", mutate: func(o *gpu.Claim) { o.Name = "four.h100" },
 			want: field.ErrorList{{Type: field.ErrorTypeInvalid, Field: "metadata.name"}}},
 		{name: "type missing", mutate: func(o *gpu.Claim) { o.Spec.Type = "" },
 			want: field.ErrorList{{Type: field.ErrorTypeRequired, Field: "spec.type"}}},
