@@ -456,7 +456,8 @@ func (c *Controller) finalize(ctx context.Context, cl *v1alpha1.Claim, holder *c
 	}
 	if inst != nil {
 		s := &step{cl: cl, st: *cl.Status.DeepCopy(), now: metav1.NewTime(c.now())}
-		msg := fmt.Sprintf("the Claim is being deleted and waits for Instance %s, which runs on it, to stop: kubectl create -f - with an empty body to instances/%s/stop, or delete the Instance", inst.Name, inst.Name)
+		msg := fmt.Sprintf("the Claim is being deleted and waits for Instance %s, which runs on it, to stop: "+
+			`kubectl -n %s patch instances.gpu.kiln.dev %s --type=merge -p '{"spec":{"stopped":true}}'`+", or delete the Instance", inst.Name, cl.Namespace, inst.Name)
 		if WaitingReason(cl) != ReasonInstanceRunning {
 			s.events = append(s.events, event{corev1.EventTypeWarning, ReasonInstanceRunning, msg})
 		}
