@@ -192,6 +192,12 @@ func ClaimCovers(c *gpu.Claim, req Request) error {
 		c.Name, claimHolding(c), requestHolding(req), why, fix)
 }
 
+// OnClaim is what a running Instance whose Claim carries its accelerators
+// still charges: it counts as a running Instance.
+func OnClaim() gpu.BudgetResourceList {
+	return gpu.BudgetResourceList{gpu.BudgetInstances: *resource.NewQuantity(1, resource.DecimalSI)}
+}
+
 // ClaimHolds says whether a Claim carries the charge of an Instance asking
 // req: it covers the request and is itself charged. An Instance it does
 // not cover is charged in full, beside the Claim. ClaimAttach admits no

@@ -165,11 +165,14 @@ func (p *Plugin) request(ctx context.Context, a admission.Attributes) (*request,
 		return nil, err
 	case inst != nil:
 		r.kind, r.name, r.uid = "Instance", inst.Name, inst.UID
-		charged, err := p.instanceCharged(ctx, inst.Namespace, &inst.Spec)
-		if err != nil {
+		onClaim, err := p.instanceOnClaim(ctx, inst.Namespace, &inst.Spec)
+		switch {
+		case err != nil:
 			return nil, err
-		}
-		if charged {
+		case inst.Spec.Stopped:
+		case onClaim:
+			r.charge = accounting.OnClaim()
+		default:
 			c, err := p.chargeOf(ctx, accounting.InstanceRequest(&inst.Spec), true)
 			if err != nil || c == nil {
 				return nil, err
@@ -178,11 +181,14 @@ func (p *Plugin) request(ctx context.Context, a admission.Attributes) (*request,
 		}
 		if old != nil {
 			r.oldRV = old.ResourceVersion
-			oldCharged, err := p.instanceCharged(ctx, old.Namespace, &old.Spec)
-			if err != nil {
+			oldOnClaim, err := p.instanceOnClaim(ctx, old.Namespace, &old.Spec)
+			switch {
+			case err != nil:
 				return nil, err
-			}
-			if oldCharged {
+			case old.Spec.Stopped:
+			case oldOnClaim:
+				oldCharge = accounting.OnClaim()
+			default:
 				c, err := p.chargeOf(ctx, accounting.InstanceRequest(&old.Spec), true)
 				if err != nil {
 					return nil, err
@@ -218,20 +224,17 @@ func (p *Plugin) request(ctx context.Context, a admission.Attributes) (*request,
 	return &r, nil
 }
 
-// instanceCharged: a running Instance is charged unless it runs on a Claim
-// that holds the charge instead: one that is itself charged and covers all
-// the Instance asks for. Naming a Claim that does not exist, or does not
-// hold, escapes nothing.
-func (p *Plugin) instanceCharged(ctx context.Context, ns string, spec *gpu.InstanceSpec) (bool, error) {
-	if spec.Stopped {
+// instanceOnClaim: a running Instance's accelerators are charged to the
+// Claim it runs on when that Claim is itself charged and covers all of
+// them; the Instance then counts only as a running Instance. Naming a
+// Claim that does not exist, does not hold, or is smaller escapes nothing.
+func (p *Plugin) instanceOnClaim(ctx context.Context, ns string, spec *gpu.InstanceSpec) (bool, error) {
+	if spec.Stopped || spec.ClaimName == "" {
 		return false, nil
-	}
-	if spec.ClaimName == "" {
-		return true, nil
 	}
 	stored, err := p.client.GpuV1alpha1().Claims(ns).Get(ctx, spec.ClaimName, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
-		return true, nil
+		return false, nil
 	}
 	if err != nil {
 		return false, apierrors.NewInternalError(fmt.Errorf("reading claim %q: %w", spec.ClaimName, err))
@@ -240,7 +243,7 @@ func (p *Plugin) instanceCharged(ctx context.Context, ns string, spec *gpu.Insta
 	if err := v1alpha1.Convert_v1alpha1_Claim_To_gpu_Claim(stored, &c, nil); err != nil {
 		return false, apierrors.NewInternalError(fmt.Errorf("reading claim %q: %w", spec.ClaimName, err))
 	}
-	return !accounting.ClaimHolds(&c, accounting.InstanceRequest(spec)), nil
+	return accounting.ClaimHolds(&c, accounting.InstanceRequest(spec)), nil
 }
 
 // chargeOf is nil when the type is unknown: InstanceTypeAccess, earlier in

@@ -436,10 +436,16 @@ func TestPluginValidate(t *testing.T) {
 			obj:     instance("train", 1)},
 
 		// Instances on Claims.
-		{name: "an Instance on a Bound Claim of its type is not charged",
-			budgets: []*v1alpha1.Budget{budget("team", list("accelerators", "0", "instances", "0"), nil)},
+		{name: "an Instance on a Bound Claim of its type is not charged its cards",
+			budgets: []*v1alpha1.Budget{budget("team", list("accelerators", "0"), nil)},
 			claims:  []*v1alpha1.Claim{storedClaim("held", "h100", v1alpha1.ClaimBound)},
 			obj:     instance("train", 2, onClaim("held"))},
+		{name: "an Instance on a Claim still counts as a running Instance",
+			budgets:  []*v1alpha1.Budget{budget("team", list("accelerators", "0", "instances", "0"), nil)},
+			claims:   []*v1alpha1.Claim{storedClaim("held", "h100", v1alpha1.ClaimBound)},
+			obj:      instance("train", 2, onClaim("held")),
+			wantCode: http.StatusForbidden,
+			wantErr:  forbidden("instances", "train", `exceeds budget "team": instances used 0 + requested 1 > hard 0`)},
 		{name: "an Instance on a new Claim of its type is not charged",
 			budgets: []*v1alpha1.Budget{budget("team", list("accelerators", "0"), nil)},
 			claims:  []*v1alpha1.Claim{storedClaim("held", "h100", "")},

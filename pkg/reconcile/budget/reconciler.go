@@ -255,11 +255,14 @@ func (r *Reconciler) storedCharges(ctx context.Context, ns string) (map[types.UI
 			return nil, fmt.Errorf("instance %s/%s: %w", ns, instances.Items[i].Name, err)
 		}
 		s := stored{kind: "Instance", name: inst.Name, rv: inst.ResourceVersion}
-		charged := !inst.Spec.Stopped
-		if c, ok := claimsByName[inst.Spec.ClaimName]; charged && ok {
-			charged = !accounting.ClaimHolds(c, accounting.InstanceRequest(&inst.Spec))
-		}
-		if charged {
+		c, onClaim := claimsByName[inst.Spec.ClaimName]
+		onClaim = onClaim && accounting.ClaimHolds(c, accounting.InstanceRequest(&inst.Spec))
+		switch {
+		case inst.Spec.Stopped:
+		case onClaim:
+			// The Claim carries its accelerators; it still runs.
+			s.charge = accounting.OnClaim()
+		default:
 			if s.charge, err = r.chargeOf(accounting.InstanceRequest(&inst.Spec), true); err != nil {
 				return nil, err
 			}

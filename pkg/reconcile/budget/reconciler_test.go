@@ -253,15 +253,15 @@ func TestReconcileRecount(t *testing.T) {
 			objects: []runtime.Object{instance("train", 2)}},
 
 		// Instances on Claims.
-		{name: "an Instance on a Claim that holds it is counted once, as the Claim",
+		{name: "an Instance on a Claim that holds it is counted once, as the Claim, and as a running Instance",
 			objects: []runtime.Object{claim("held", "h100", 2, v1alpha1.ClaimBound), instance("train", 2, onClaim("held"))},
 			budgets: []*v1alpha1.Budget{budget("team", list("accelerators", "8", "instances", "4"), nil)},
-			want:    map[string]v1alpha1.BudgetStatus{"team": {Used: list("accelerators", "2", "instances", "0")}},
+			want:    map[string]v1alpha1.BudgetStatus{"team": {Used: list("accelerators", "2", "instances", "1")}},
 			writes:  map[string]int{"team": 1}},
 		{name: "an Instance on a Lost Claim is counted once, as the Claim",
 			objects: []runtime.Object{claim("held", "h100", 2, v1alpha1.ClaimLost), instance("train", 2, onClaim("held"))},
 			budgets: []*v1alpha1.Budget{budget("team", list("accelerators", "8", "instances", "4"), nil)},
-			want:    map[string]v1alpha1.BudgetStatus{"team": {Used: list("accelerators", "2", "instances", "0")}},
+			want:    map[string]v1alpha1.BudgetStatus{"team": {Used: list("accelerators", "2", "instances", "1")}},
 			writes:  map[string]int{"team": 1}},
 		{name: "an Instance on a Claim of fewer cards is counted in full besides the Claim",
 			objects: []runtime.Object{claim("held", "h100", 1, v1alpha1.ClaimBound), instance("train", 8, onClaim("held"))},
