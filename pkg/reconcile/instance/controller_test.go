@@ -110,7 +110,7 @@ func (f *fixture) set(o runtime.Object) {
 	}
 	tracker := f.kube.Tracker()
 	switch o.(type) {
-	case *v1alpha1.Instance, *v1alpha1.InstanceType:
+	case *v1alpha1.Instance, *v1alpha1.InstanceType, *v1alpha1.Claim:
 		tracker = f.kiln.Tracker()
 	}
 	err := tracker.Add(o)
@@ -133,6 +133,8 @@ func gvrOf(o runtime.Object) schema.GroupVersionResource {
 		return v1alpha1.SchemeGroupVersion.WithResource("instances")
 	case *v1alpha1.InstanceType:
 		return v1alpha1.SchemeGroupVersion.WithResource("instancetypes")
+	case *v1alpha1.Claim:
+		return v1alpha1.SchemeGroupVersion.WithResource("claims")
 	case *corev1.Pod:
 		return corev1.SchemeGroupVersion.WithResource("pods")
 	case *corev1.Service:

@@ -11,6 +11,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"kiln.dev/kiln/pkg/apis/gpu/v1alpha1"
+	"kiln.dev/kiln/pkg/reconcile/claim"
 )
 
 func h100() *v1alpha1.InstanceType {
@@ -211,6 +212,40 @@ func TestRenderPodPinning(t *testing.T) {
 				t.Errorf("nodeSelector (-want +got):\n%s\nnodeName %q", diff, pod.Spec.NodeName)
 			}
 		})
+	}
+}
+
+// On a Claim the Pod keeps everything the type asks for and adds what
+// the hand-over from the Claim's holder needs.
+func TestRenderOnClaim(t *testing.T) {
+	inst := sized("h100")
+	inst.Spec.Resources.Accelerators = ptr.To[int32](1)
+	inst.Spec.ClaimName = "reserved"
+	plain, err := RenderPod(inst, h100(), nil, RenderOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pod := plain.DeepCopy()
+	RenderOnClaim(pod, "reserved", "gpu-1")
+
+	want := plain.DeepCopy()
+	want.Labels[claim.LabelClaim] = "reserved"
+	want.Spec.PriorityClassName = "kiln-claim"
+	want.Spec.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{
+		RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{
+			NodeSelectorTerms: []corev1.NodeSelectorTerm{{
+				MatchFields: []corev1.NodeSelectorRequirement{{Key: "metadata.name", Operator: corev1.NodeSelectorOpIn, Values: []string{"gpu-1"}}},
+			}},
+		},
+	}}
+	if diff := cmp.Diff(want, pod); diff != "" {
+		t.Errorf("Pod (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(claim.PinTo("gpu-1"), pod.Spec.Affinity); diff != "" {
+		t.Errorf("affinity is not claim.PinTo (-want +got):\n%s", diff)
+	}
+	if node := claim.PinnedNode(pod); node != "gpu-1" {
+		t.Errorf("claim.PinnedNode %q, want gpu-1", node)
 	}
 }
 

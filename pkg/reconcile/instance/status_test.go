@@ -77,6 +77,7 @@ func TestComputeStatusPhase(t *testing.T) {
 		pod         *corev1.Pod
 		problem     *problem
 		rebuilding  string
+		claimWait   string
 		wantPhase   v1alpha1.InstancePhase
 		wantReason  string
 		wantMessage string
@@ -147,6 +148,27 @@ func TestComputeStatusPhase(t *testing.T) {
 		rebuilding: "the kubelet refused the Pod at admission (Allocate failed due to no healthy devices); rebuilding it in 4s",
 		wantPhase:  v1alpha1.InstanceStarting, wantReason: ReasonRebuilding,
 		wantMessage: "the kubelet refused the Pod at admission (Allocate failed due to no healthy devices); rebuilding it in 4s",
+	}, {
+		name:      "waiting for its Claim, without a Pod",
+		claimWait: "waiting for claim reserved, which is Bound",
+		wantPhase: v1alpha1.InstancePending, wantReason: ReasonClaimNotAttached, wantMessage: "waiting for claim reserved, which is Bound",
+	}, {
+		// A Pod still running while its Claim is deleted is what the
+		// Instance is.
+		name:      "a Claim to wait for does not hide the Pod",
+		pod:       podOn(corev1.PodRunning, scheduled(), ready()),
+		claimWait: "claim reserved is being deleted",
+		wantPhase: v1alpha1.InstanceReady, wantReason: ReasonPodReady, wantMessage: "running on gpu-1",
+	}, {
+		name:      "stopped, whatever its Claim says",
+		setup:     func(i *v1alpha1.Instance) { i.Spec.Stopped = true },
+		claimWait: "claim reserved is being deleted",
+		wantPhase: v1alpha1.InstanceStopped, wantReason: ReasonStopped, wantMessage: "stopped; start it with the instances/start subresource",
+	}, {
+		name:      "a problem comes before the Claim",
+		problem:   conflict,
+		claimWait: "waiting for claim reserved, which is Bound",
+		wantPhase: v1alpha1.InstanceFailed, wantReason: ReasonNameConflict, wantMessage: "Pod tenant-a/train already exists",
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
 			inst := sized("h100")
@@ -154,7 +176,7 @@ func TestComputeStatusPhase(t *testing.T) {
 			if tc.setup != nil {
 				tc.setup(inst)
 			}
-			st := computeStatus(observed{inst: inst, pod: tc.pod, problem: tc.problem, rebuilding: tc.rebuilding})
+			st := computeStatus(observed{inst: inst, pod: tc.pod, problem: tc.problem, rebuilding: tc.rebuilding, claimWait: tc.claimWait})
 			if st.Phase != tc.wantPhase || st.Message != tc.wantMessage {
 				t.Errorf("phase %q message %q, want %q %q", st.Phase, st.Message, tc.wantPhase, tc.wantMessage)
 			}
