@@ -304,6 +304,10 @@ func TestSyncStopHandsClaimBack(t *testing.T) {
 		{name: "a holder on its way out", claim: attached(), holder: goingHolder, wantWait: true},
 		{name: "the holder nominated to the node", claim: attached(), holder: holderOf(attached(), "gpu-1")},
 		{name: "the holder bound on the node", claim: attached(), holder: boundHolder},
+		// The Claim went on to an Instance waiting for it: the claim
+		// loop keeps the node reserved, by its holder or that Instance's
+		// Pod, and removes the holder once that Pod is nominated.
+		{name: "a Claim attached to another Instance since", claim: reserved(v1alpha1.ClaimAttached, "gpu-1", "notebook")},
 		{name: "a Claim being deleted", claim: deleting},
 		{name: "a Lost Claim", claim: reserved(v1alpha1.ClaimLost, "gpu-1", "train")},
 		{name: "an Expired Claim", claim: reserved(v1alpha1.ClaimExpired, "gpu-1", "")},
@@ -348,6 +352,10 @@ func TestSyncStopWaitsForHolder(t *testing.T) {
 	if after := f.sync(); after != handOverPoll || len(f.deletes("pods")) != 0 {
 		t.Fatalf("without a holder: requeue after %s, deletes %v; want %s and the Pod kept", after, f.deletes("pods"), handOverPoll)
 	}
+	// The Pod still runs there: the status says where.
+	if got := f.instance().Status; got.NodeName != "gpu-1" || len(got.HostIPs) == 0 {
+		t.Errorf("while waiting: nodeName %q hostIPs %v, want gpu-1 and its addresses", got.NodeName, got.HostIPs)
+	}
 
 	f.catchUp()
 	f.set(holderOf(cl, "gpu-1"))
@@ -372,6 +380,7 @@ func TestSyncDeletionHandsClaimBack(t *testing.T) {
 		{name: "the holder has reserved the cards", claim: reserved(v1alpha1.ClaimBound, "gpu-1", ""), holder: true},
 		{name: "a Lost Claim takes nothing back", claim: reserved(v1alpha1.ClaimLost, "gpu-1", "train")},
 		{name: "a missing Claim takes nothing back"},
+		{name: "a Claim attached to another Instance since", claim: reserved(v1alpha1.ClaimAttached, "gpu-1", "notebook")},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			// Each waits out the poll; they need not wait in turn.

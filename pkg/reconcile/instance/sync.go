@@ -92,12 +92,17 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) (time.Durat
 	case inst.Spec.Stopped:
 		c.clearFailures(inst)
 		if pod != nil && pod.DeletionTimestamp == nil {
-			if wait, err := c.claimKeeps(inst, pod); err != nil || wait {
-				// Its Claim takes the cards back first.
-				return handOverPoll, c.writeStatus(ctx, inst, computeStatus(o))
-			}
-			if err := c.deletePod(ctx, pod); err != nil {
+			wait, err := c.claimKeeps(inst, pod)
+			switch {
+			case err != nil:
 				return 0, err
+			case wait:
+				// Its Claim takes the cards back first.
+				after = handOverPoll
+			default:
+				if err := c.deletePod(ctx, pod); err != nil {
+					return 0, err
+				}
 			}
 		}
 	case o.problem != nil:
@@ -468,7 +473,10 @@ func waitingMessage(cl *v1alpha1.Claim) string {
 // claimKeeps says whether the Pod of an Instance letting go of its Claim
 // must stay until the Claim's holder has the cards reserved again, so no
 // other Pod can take them in between. A Claim that is gone, being deleted,
-// lost or expired takes nothing back.
+// lost or expired takes nothing back. Nor does one attached to another
+// Instance since: the claim loop keeps the cards reserved for that one,
+// and deletes the holder once its Pod is nominated, so waiting for the
+// holder could wait forever.
 func (c *Controller) claimKeeps(inst *v1alpha1.Instance, pod *corev1.Pod) (bool, error) {
 	if inst.Spec.ClaimName == "" {
 		return false, nil
@@ -482,7 +490,8 @@ func (c *Controller) claimKeeps(inst *v1alpha1.Instance, pod *corev1.Pod) (bool,
 	}
 	node := cl.Status.NodeName
 	if cl.DeletionTimestamp != nil || node == "" || pod.Spec.NodeName != node ||
-		(cl.Status.Phase != v1alpha1.ClaimAttached && cl.Status.Phase != v1alpha1.ClaimBound) {
+		(cl.Status.Phase != v1alpha1.ClaimAttached && cl.Status.Phase != v1alpha1.ClaimBound) ||
+		(cl.Status.Phase == v1alpha1.ClaimAttached && cl.Status.AttachedTo != inst.Name) {
 		return false, nil
 	}
 	holder, err := c.pods.Pods(cl.Namespace).Get(claim.HolderName(cl))
