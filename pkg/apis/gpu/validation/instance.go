@@ -98,7 +98,16 @@ func validateInstanceSpec(spec *gpu.InstanceSpec, fldPath *field.Path) field.Err
 	}
 	allErrs = append(allErrs, validateVolumes(spec.Volumes, spec.Workspace, fldPath.Child("volumes"))...)
 	allErrs = append(allErrs, validateOptionalDNSSubdomain(spec.NodeName, fldPath.Child("nodeName"))...)
-	allErrs = append(allErrs, validateOptionalDNSSubdomain(spec.ClaimName, fldPath.Child("claimName"))...)
+	// Claim names are DNS labels (see ValidateClaim).
+	for _, msg := range utilvalidation.IsDNS1123Label(spec.ClaimName) {
+		if spec.ClaimName != "" {
+			allErrs = append(allErrs, field.Invalid(fldPath.Child("claimName"), spec.ClaimName, msg))
+		}
+	}
+	if spec.ClaimName != "" && spec.NodeName != "" {
+		allErrs = append(allErrs, field.Forbidden(fldPath.Child("nodeName"),
+			"an Instance on a Claim runs on the Claim's node; pin the Claim with its spec.nodeName instead, or remove spec.claimName"))
+	}
 	return allErrs
 }
 

@@ -1,6 +1,7 @@
 package validation
 
 import (
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -125,7 +126,7 @@ func TestValidateInstance(t *testing.T) {
 				{Name: "EMPTY"},
 			}
 		}},
-		{name: "claimName", mutate: func(o *gpu.Instance) { o.Spec.ClaimName = "four-h100s" }},
+		{name: "claimName", mutate: func(o *gpu.Instance) { o.Spec.ClaimName, o.Spec.NodeName = "four-h100s", "" }},
 		{name: "no workspace", mutate: func(o *gpu.Instance) { o.Spec.Workspace = nil }},
 
 		// Metadata.
@@ -358,8 +359,12 @@ func TestValidateInstance(t *testing.T) {
 		// nodeName, claimName.
 		{name: "nodeName invalid", mutate: func(o *gpu.Instance) { o.Spec.NodeName = "GPU_Node_1" },
 			want: field.ErrorList{{Type: field.ErrorTypeInvalid, Field: "spec.nodeName"}}},
-		{name: "claimName invalid", mutate: func(o *gpu.Instance) { o.Spec.ClaimName = "four h100s" },
+		{name: "claimName invalid", mutate: func(o *gpu.Instance) { o.Spec.ClaimName, o.Spec.NodeName = "four h100s", "" },
 			want: field.ErrorList{{Type: field.ErrorTypeInvalid, Field: "spec.claimName"}}},
+		{name: "claimName longer than a Claim name may be", mutate: func(o *gpu.Instance) { o.Spec.ClaimName, o.Spec.NodeName = strings.Repeat("c", 64), "" },
+			want: field.ErrorList{{Type: field.ErrorTypeInvalid, Field: "spec.claimName"}}},
+		{name: "claimName with nodeName", mutate: func(o *gpu.Instance) { o.Spec.ClaimName, o.Spec.NodeName = "four-h100s", "gpu-1" },
+			want: field.ErrorList{{Type: field.ErrorTypeForbidden, Field: "spec.nodeName"}}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -409,7 +414,8 @@ func TestValidateInstanceUpdate(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			old := validInstance()
-			old.ResourceVersion, old.Spec.ClaimName = "42", "four-h100s"
+			// On a Claim, the Claim's node is the Instance's.
+			old.ResourceVersion, old.Spec.ClaimName, old.Spec.NodeName = "42", "four-h100s", ""
 			if tc.old != nil {
 				tc.old(old)
 			}
