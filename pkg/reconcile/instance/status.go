@@ -2,6 +2,7 @@ package instance
 
 import (
 	"fmt"
+	"unicode/utf8"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -109,11 +110,12 @@ func computeStatus(o observed) v1alpha1.InstanceStatus {
 			ready = metav1.ConditionTrue
 		}
 	}
+	message = conditionMessage(message)
 	st.Message = message
 	meta.SetStatusCondition(&st.Conditions, metav1.Condition{
 		Type:               v1alpha1.InstanceConditionReady,
 		Status:             ready,
-		Reason:             reason,
+		Reason:             conditionReason(reason),
 		Message:            message,
 		ObservedGeneration: inst.Generation,
 	})
@@ -190,4 +192,48 @@ func hostIPs(node *corev1.Node) []string {
 // e.g. a device plugin that could not allocate the devices.
 func admissionFailed(pod *corev1.Pod) bool {
 	return pod != nil && pod.Status.Phase == corev1.PodFailed && pod.Status.Reason == podAdmissionErrorReason
+}
+
+// maxConditionMessage is the longest message metav1.Condition accepts.
+const maxConditionMessage = 32 * 1024
+
+// conditionReason makes a reason taken from a Pod, such as the kubelet's
+// "OutOfnvidia.com/gpu", one that metav1.Condition accepts (a letter, then
+// letters, digits, '_', ',' or ':', not ending in ',' or ':', at most 1024
+// bytes): otherwise every status write would be refused, forever. Other
+// characters become '_'.
+func conditionReason(r string) string {
+	b := []byte(r)
+	if len(b) > 1024 {
+		b = b[:1024]
+	}
+	for i, c := range b {
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z':
+		case i > 0 && (c >= '0' && c <= '9' || c == '_' || c == ',' || c == ':'):
+		default:
+			b[i] = '_'
+		}
+	}
+	if n := len(b); n > 0 && (b[n-1] == ',' || b[n-1] == ':') {
+		b[n-1] = '_'
+	}
+	if len(b) == 0 || b[0] == '_' {
+		return "Pod" + string(b)
+	}
+	return string(b)
+}
+
+// conditionMessage cuts a message to the length metav1.Condition accepts,
+// on a rune boundary.
+func conditionMessage(m string) string {
+	if len(m) <= maxConditionMessage {
+		return m
+	}
+	const cut = "… (truncated)"
+	m = m[:maxConditionMessage-len(cut)]
+	for len(m) > 0 && !utf8.ValidString(m) {
+		m = m[:len(m)-1]
+	}
+	return m + cut
 }

@@ -1,6 +1,7 @@
 package instance
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -9,6 +10,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/utils/ptr"
 
 	"kiln.dev/kiln/pkg/apis/gpu/v1alpha1"
@@ -422,5 +425,48 @@ func TestConflictMessage(t *testing.T) {
 				t.Errorf("conflictMessage\n got %q\nwant %q", got, tc.want)
 			}
 		})
+	}
+}
+
+// TestConditionReasonAndMessage: what a Pod reports, however odd, becomes
+// a condition the API accepts, so the status write never fails forever.
+func TestConditionReasonAndMessage(t *testing.T) {
+	for _, tc := range []struct {
+		name, reason, want string
+	}{
+		{"kubelet out of an extended resource", "OutOfnvidia.com/gpu", "OutOfnvidia_com_gpu"},
+		{"already valid", "UnexpectedAdmissionError", "UnexpectedAdmissionError"},
+		{"starts with a digit", "1stFailure", "Pod_stFailure"},
+		{"ends with a colon", "Evicted:", "Evicted_"},
+		{"empty", "", "Pod"},
+		{"spaces and unicode", "Node lost ✗", "Node_lost____"},
+		{"too long", strings.Repeat("A", 2000), strings.Repeat("A", 1024)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := conditionReason(tc.reason)
+			if got != tc.want {
+				t.Errorf("conditionReason(%q) = %q, want %q", tc.reason, got, tc.want)
+			}
+			cond := metav1.Condition{Type: "Ready", Status: metav1.ConditionFalse, Reason: got, Message: conditionMessage(strings.Repeat("é", 20000)),
+				LastTransitionTime: metav1.Now()}
+			if errs := metav1validation.ValidateConditions([]metav1.Condition{cond}, field.NewPath("conditions")); len(errs) != 0 {
+				t.Errorf("the API refuses the condition: %v", errs)
+			}
+		})
+	}
+}
+
+// TestFailedPodWithAnOddReason: the Instance's Ready condition from a Pod
+// the kubelet failed with "OutOfnvidia.com/gpu" is valid.
+func TestFailedPodWithAnOddReason(t *testing.T) {
+	pod := &corev1.Pod{Status: corev1.PodStatus{Phase: corev1.PodFailed, Reason: "OutOfnvidia.com/gpu",
+		Message: "Pod was rejected: Node didn't have enough resource: nvidia.com/gpu"}}
+	inst := &v1alpha1.Instance{}
+	st := computeStatus(observed{inst: inst, pod: pod})
+	if errs := metav1validation.ValidateConditions(st.Conditions, field.NewPath("status", "conditions")); len(errs) != 0 {
+		t.Fatalf("status %+v is refused: %v", st, errs)
+	}
+	if st.Phase != v1alpha1.InstanceFailed || st.Conditions[0].Reason != "OutOfnvidia_com_gpu" {
+		t.Fatalf("status %+v, want Failed with reason OutOfnvidia_com_gpu", st)
 	}
 }
