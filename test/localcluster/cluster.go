@@ -456,13 +456,15 @@ func NodeReady(n *corev1.Node) bool {
 
 // applyArtifacts installs the namespace and RBAC exactly as artifacts/
 // ships them (the controller's too, so its RBAC is checked against the
-// cluster), and the PriorityClass of Claims. The APIService follows once
+// cluster), the PriorityClass of Claims and the policy that keeps
+// accelerators to Kiln in tenant namespaces. The APIService follows once
 // the server is up.
 func (c *Cluster) applyArtifacts(ctx context.Context) error {
 	art := filepath.Join(c.opts.RepoRoot, "artifacts")
 	return c.apply.applyFiles(ctx,
 		filepath.Join(art, "namespace.yaml"),
 		filepath.Join(art, "priorityclass.yaml"),
+		filepath.Join(art, "policy", "accelerator-pods.yaml"),
 		filepath.Join(art, "rbac", "apiserver.yaml"),
 		filepath.Join(art, "rbac", "tenant-roles.yaml"),
 		filepath.Join(art, "rbac", "controller.yaml"),
@@ -588,12 +590,21 @@ func (c *Cluster) registerAPIService(ctx context.Context) error {
 	})
 }
 
-// createTenants gives each tenant a namespace, the standard "edit" role in
-// it, and a kubeconfig with a client certificate for the user. It returns
+// LabelAccelerators on a namespace, set to AcceleratorsKilnOnly, binds the
+// policy of artifacts/policy/accelerator-pods.yaml there: only Kiln makes
+// Pods that ask for accelerators. Every tenant namespace carries it.
+const (
+	LabelAccelerators    = "gpu.kiln.dev/accelerators"
+	AcceleratorsKilnOnly = "kiln-only"
+)
+
+// createTenants gives each tenant a namespace labelled for the accelerator
+// policy, the standard "edit" role in it, and a kubeconfig with a client certificate for the user. It returns
 // once RBAC aggregation has folded Kiln's rules into "edit".
 func (c *Cluster) createTenants(ctx context.Context) error {
 	for _, t := range c.opts.Tenants {
-		if _, err := c.kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: t}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: t, Labels: map[string]string{LabelAccelerators: AcceleratorsKilnOnly}}}
+		if _, err := c.kube.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 			return err
 		}
 		rb := &rbacv1.RoleBinding{

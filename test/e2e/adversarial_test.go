@@ -1,0 +1,118 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+
+	gpuv1 "kiln.dev/kiln/pkg/apis/gpu/v1alpha1"
+	"kiln.dev/kiln/test/localcluster"
+)
+
+// The tenant who wants more than their share, with the standard edit
+// role in their namespace (issue G). Each test tries one way around Kiln
+// and asserts the exact refusal, or reads what runs.
+
+func tenantClient(t *testing.T, user string) kubernetes.Interface {
+	t.Helper()
+	cfg, err := cluster.ConfigFor(user)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cs
+}
+
+// TestRawAcceleratorPodRefused (class 1): in a tenant namespace, a Pod
+// asking for an accelerator resource directly, in any container, in
+// requests or limits, or running at Kiln's claim priority, is refused
+// unless kiln-controller makes it, even for a cluster admin; other Pods
+// are not; and an Instance still gets its Pod.
+func TestRawAcceleratorPodRefused(t *testing.T) {
+	ns := tenantA
+	cs := tenantClient(t, tenantA)
+	adminCS, _ := adminClients(t)
+	ctx := context.Background()
+	gpu := func(n string) corev1.ResourceList {
+		return corev1.ResourceList{corev1.ResourceName(n): resource.MustParse("8")}
+	}
+	pod := func(name string, mutate func(*corev1.Pod)) *corev1.Pod {
+		p := &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+			Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "busybox:1"}}},
+		}
+		mutate(p)
+		return p
+	}
+	accelMsg := func(name string) string {
+		return fmt.Sprintf("pod %s asks for an accelerator resource; in namespace %s accelerators come only through Kiln: create an Instance (kubectl explain instances.spec) or a Claim instead", name, ns)
+	}
+	for _, tc := range []struct {
+		name    string
+		client  kubernetes.Interface
+		pod     *corev1.Pod
+		wantMsg string
+	}{
+		{"limits of whole cards", cs, pod("raw-limits", func(p *corev1.Pod) {
+			p.Spec.Containers[0].Resources.Limits = gpu(localcluster.ResourceGPU)
+		}), accelMsg("raw-limits")},
+		{"requests of a MIG profile", cs, pod("raw-mig", func(p *corev1.Pod) {
+			p.Spec.Containers[0].Resources.Requests = gpu(localcluster.ResourceMIG1g10gb)
+			p.Spec.Containers[0].Resources.Limits = gpu(localcluster.ResourceMIG1g10gb)
+		}), accelMsg("raw-mig")},
+		{"an init container", cs, pod("raw-init", func(p *corev1.Pod) {
+			p.Spec.InitContainers = []corev1.Container{{Name: "i", Image: "busybox:1", Resources: corev1.ResourceRequirements{Limits: gpu(localcluster.ResourceGPU)}}}
+		}), accelMsg("raw-init")},
+		{"a second container, an AMD card", cs, pod("raw-amd", func(p *corev1.Pod) {
+			p.Spec.Containers = append(p.Spec.Containers, corev1.Container{Name: "d", Image: "busybox:1", Resources: corev1.ResourceRequirements{Limits: gpu("amd.com/gpu")}})
+		}), accelMsg("raw-amd")},
+		{"the claim priority", cs, pod("raw-priority", func(p *corev1.Pod) {
+			p.Spec.PriorityClassName = gpuv1.ClaimPriorityClassName
+		}), "pod raw-priority uses PriorityClass kiln-claim, which only kiln-controller gives to the Pods that hold Claims; remove spec.priorityClassName"},
+		{"a cluster admin's Pod", adminCS, pod("raw-admin", func(p *corev1.Pod) {
+			p.Spec.Containers[0].Resources.Limits = gpu(localcluster.ResourceGPU)
+		}), accelMsg("raw-admin")},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := tc.client.CoreV1().Pods(ns).Create(ctx, tc.pod, metav1.CreateOptions{})
+			if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), tc.wantMsg) {
+				t.Fatalf("create: %v; want 403 saying %q", err, tc.wantMsg)
+			}
+		})
+	}
+
+	// A Pod without accelerators is the tenant's business.
+	plain := pod("plain", func(*corev1.Pod) {})
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		_, err := cs.CoreV1().Pods(ns).Create(ctx, plain, metav1.CreateOptions{})
+		return err == nil || apierrors.IsAlreadyExists(err), nil
+	})
+	if err != nil {
+		t.Fatalf("a Pod without accelerators was refused: %v", err)
+	}
+	t.Cleanup(func() { _ = adminCS.CoreV1().Pods(ns).Delete(context.Background(), "plain", metav1.DeleteOptions{}) })
+
+	// kiln-controller still makes an Instance's Pod there.
+	mustKubectl(t, tenant(tenantA), instance("through-kiln", ns, "h100", "busybox:1"), "create", "-f", "-")
+	t.Cleanup(func() { kubectl(tenant(tenantA), "", "delete", "instance", "through-kiln", "-n", ns, "--wait=false") })
+	waitInstance(t, ns, "through-kiln", 90*time.Second, "Ready", phaseIs(gpuv1.InstanceReady))
+	p, err := adminCS.CoreV1().Pods(ns).Get(ctx, "through-kiln", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if q := p.Spec.Containers[0].Resources.Limits[localcluster.ResourceGPU]; q.Value() != 1 {
+		t.Fatalf("the Instance's Pod asks for %s cards, want 1", q.String())
+	}
+}
