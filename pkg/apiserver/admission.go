@@ -1,6 +1,7 @@
 package apiserver
 
 import (
+	"context"
 	"fmt"
 	"io"
 
@@ -64,6 +65,7 @@ func configureAdmission(a *genericoptions.AdmissionOptions) {
 type kilnClients struct {
 	client    versioned.Interface
 	informers informers.SharedInformerFactory
+	budgets   *budgetloop.Reconciler
 }
 
 func newKilnClients(loopback *rest.Config) (*kilnClients, error) {
@@ -78,11 +80,19 @@ func newKilnClients(loopback *rest.Config) (*kilnClients, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &kilnClients{client: client, informers: informers.NewSharedInformerFactory(client, 0)}, nil
+	factory := informers.NewSharedInformerFactory(client, 0)
+	budgets, err := budgetloop.NewReconciler(client, factory)
+	if err != nil {
+		return nil, err
+	}
+	return &kilnClients{client: client, informers: factory, budgets: budgets}, nil
 }
 
 func (k *kilnClients) initializer() admission.PluginInitializer {
-	return kilninit.New(k.client, k.informers)
+	return kilninit.New(k.client, k.informers, func(ctx context.Context, ns string) error {
+		_, err := k.budgets.Reconcile(ctx, ns)
+		return err
+	})
 }
 
 // standaloneAdmission is the chain of standalone mode: Kiln's plugins
@@ -105,10 +115,7 @@ func (noConfig) ConfigFor(string) (io.Reader, error) { return nil, nil }
 // addKilnHooks starts the informers the plugins registered and the budget
 // reconciler once the server serves.
 func addKilnHooks(s *genericapiserver.GenericAPIServer, k *kilnClients) error {
-	r, err := budgetloop.NewReconciler(k.client, k.informers)
-	if err != nil {
-		return err
-	}
+	r := k.budgets
 	return s.AddPostStartHook("kiln-admission-informers", func(hc genericapiserver.PostStartHookContext) error {
 		k.informers.Start(hc.Done())
 		go func() {

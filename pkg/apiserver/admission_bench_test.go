@@ -30,6 +30,7 @@ import (
 	"kiln.dev/kiln/pkg/apiserver"
 	"kiln.dev/kiln/pkg/generated/clientset/versioned/fake"
 	informers "kiln.dev/kiln/pkg/generated/informers/externalversions"
+	budgetloop "kiln.dev/kiln/pkg/reconcile/budget"
 )
 
 // BenchmarkAdmissionChain runs Kiln's five plugins, in chain order, on a
@@ -53,9 +54,16 @@ func BenchmarkAdmissionChain(b *testing.B) {
 	kc := fake.NewSimpleClientset(h100Type, bud)
 	factory := informers.NewSharedInformerFactory(kc, 0)
 	plugins := []admission.Interface{instancesizing.New(), instancetypeaccess.New(), instanceprivilege.New(), claimattach.New(), budgetplugin.New()}
+	recounter, err := budgetloop.NewReconciler(kc, factory)
+	if err != nil {
+		b.Fatal(err)
+	}
 	initializers := admission.PluginInitializers{
 		genericinit.New(nil, nil, nil, authorizerfactory.NewAlwaysAllowAuthorizer(), nil, nil, nil, nil),
-		kilninit.New(kc, factory),
+		kilninit.New(kc, factory, func(ctx context.Context, ns string) error {
+			_, err := recounter.Reconcile(ctx, ns)
+			return err
+		}),
 	}
 	for _, p := range plugins {
 		initializers.Initialize(p)

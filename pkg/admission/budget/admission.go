@@ -56,15 +56,17 @@ func Register(plugins *admission.Plugins) {
 // Plugin charges Budgets.
 type Plugin struct {
 	*admission.Handler
-	types  listers.InstanceTypeLister
-	client versioned.Interface
-	now    func() time.Time
+	types   listers.InstanceTypeLister
+	client  versioned.Interface
+	recount kilninit.BudgetRecount
+	now     func() time.Time
 }
 
 var (
 	_ admission.ValidationInterface     = &Plugin{}
 	_ kilninit.WantsKilnInformerFactory = &Plugin{}
 	_ kilninit.WantsKilnClient          = &Plugin{}
+	_ kilninit.WantsBudgetRecount       = &Plugin{}
 )
 
 // New returns the plugin.
@@ -83,12 +85,32 @@ func (p *Plugin) SetKilnInformerFactory(f informers.SharedInformerFactory) {
 // SetKilnClient takes the client that writes Budget status.
 func (p *Plugin) SetKilnClient(c versioned.Interface) { p.client = c }
 
+// SetBudgetRecount takes the recount of a namespace's Budgets, run before
+// charging a Budget whose used does not count what already runs.
+func (p *Plugin) SetBudgetRecount(r kilninit.BudgetRecount) { p.recount = r }
+
 // ValidateInitialization checks the plugin got what it needs.
 func (p *Plugin) ValidateInitialization() error {
-	if p.types == nil || p.client == nil {
-		return fmt.Errorf("%s needs the InstanceType lister and a Kiln client", PluginName)
+	if p.types == nil || p.client == nil || p.recount == nil {
+		return fmt.Errorf("%s needs the InstanceType lister, a Kiln client and the Budget recount", PluginName)
 	}
 	return nil
+}
+
+// uncounted says whether the Budget has not yet counted a key the delta
+// raises: a Budget created, or given a new key, while Instances run
+// starts with that key absent from used, and charging from zero would let
+// the namespace run more than the limit until the loop caught up.
+func uncounted(b *v1alpha1.Budget, delta gpu.BudgetResourceList) bool {
+	for k := range delta {
+		if _, limited := b.Spec.Hard[v1alpha1.BudgetResourceName(k)]; !limited {
+			continue
+		}
+		if _, counted := b.Status.Used[v1alpha1.BudgetResourceName(k)]; !counted {
+			return true
+		}
+	}
+	return false
 }
 
 // request is one object's charge change.
@@ -278,7 +300,22 @@ func names(hard v1alpha1.BudgetResourceList, delta gpu.BudgetResourceList) bool 
 // returns what it stored, nil when nothing was (a dry run, a Budget gone).
 func (p *Plugin) charge(ctx context.Context, a admission.Attributes, b *v1alpha1.Budget, req *request) (*charged, error) {
 	budgets := p.client.GpuV1alpha1().Budgets(b.Namespace)
+	recounted := false
 	for attempt := 0; attempt < maxAttempts; attempt++ {
+		if !recounted && uncounted(b, req.delta) {
+			// Count what runs first; a conflict means a charge landed,
+			// which the reread shows.
+			recounted = true
+			if err := p.recount(ctx, b.Namespace); err != nil && !apierrors.IsConflict(err) {
+				return nil, apierrors.NewInternalError(fmt.Errorf("counting what budget %q already holds: %w", b.Name, err))
+			}
+			cur, err := p.reread(ctx, b)
+			if cur == nil {
+				return nil, err
+			}
+			b = cur
+			continue
+		}
 		if over := exceeds(b, req.delta); over != "" {
 			return nil, admission.NewForbidden(a, fmt.Errorf("%s", over))
 		}

@@ -140,6 +140,9 @@ func newPlugin(t *testing.T, objects ...runtime.Object) (*Plugin, *fake.Clientse
 	// The informer never runs; its indexer is already what it would hold.
 	p.SetReadyFunc(func() bool { return true })
 	p.now = func() time.Time { return chargeTime }
+	// Tables give every Budget the used they mean; the recount is tested
+	// on its own.
+	p.SetBudgetRecount(func(context.Context, string) error { return nil })
 	if err := p.ValidateInitialization(); err != nil {
 		t.Fatal(err)
 	}
@@ -554,6 +557,54 @@ func TestPluginValidate(t *testing.T) {
 			checkBudgets(t, client, tc.budgets, tc.want)
 		})
 	}
+}
+
+// TestUncountedBudgetIsCountedFirst: a Budget created while Instances run
+// has no used for its keys yet. The plugin has it counted before it
+// charges, so the first request is checked against what runs, not zero;
+// a Budget already counted is not recounted.
+func TestUncountedBudgetIsCountedFirst(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		used        v1alpha1.BudgetResourceList
+		wantRecount int
+		wantErr     string
+	}{
+		{name: "new Budget: counted, then refused", wantRecount: 1,
+			wantErr: forbiddenInstance(`exceeds budget "team": accelerators used 2 + requested 1 > hard 2`)},
+		{name: "a key added later is counted too", used: list("instances", "1"), wantRecount: 1,
+			wantErr: forbiddenInstance(`exceeds budget "team": accelerators used 2 + requested 1 > hard 2`)},
+		{name: "counted Budget: no recount", used: list("accelerators", "1"), wantRecount: 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p, client := newPlugin(t, budget("team", list("accelerators", "2"), tc.used))
+			recounts := 0
+			// What the Budget loop would find: two cards running.
+			p.SetBudgetRecount(func(ctx context.Context, namespace string) error {
+				recounts++
+				b, err := client.GpuV1alpha1().Budgets(namespace).Get(ctx, "team", metav1.GetOptions{})
+				if err != nil {
+					return err
+				}
+				b.Status.Used = list("accelerators", "2")
+				_, err = client.GpuV1alpha1().Budgets(namespace).UpdateStatus(ctx, b, metav1.UpdateOptions{})
+				return err
+			})
+			err := p.Validate(context.Background(), attributes(instance("train", 1), nil, "", false), nil)
+			if tc.wantErr == "" {
+				checkErr(t, err, 0, "")
+			} else {
+				checkErr(t, err, http.StatusForbidden, tc.wantErr)
+			}
+			if recounts != tc.wantRecount {
+				t.Errorf("recounted %d times, want %d", recounts, tc.wantRecount)
+			}
+		})
+	}
+}
+
+func forbiddenInstance(msg string) string {
+	return fmt.Sprintf("%s.gpu.kiln.dev %q is forbidden: %s", "instances", "train", msg)
 }
 
 // TestPluginConflict: another charge lands between the plugin's list and

@@ -312,6 +312,28 @@ func TestStopReleasesAndStartIsCharged(t *testing.T) {
 	}
 }
 
+// TestBudgetCreatedWhileInstancesRun (issue G, class 5): two cards run
+// before there is any Budget; a Budget of two cards created then binds
+// the very next create, ten times over, however soon after it comes.
+func TestBudgetCreatedWhileInstancesRun(t *testing.T) {
+	t.Parallel()
+	c := ctx(t)
+	for round := range 10 {
+		ns := fmt.Sprintf("late-budget-%d", round)
+		instances := client.GpuV1alpha1().Instances(ns)
+		for _, name := range []string{"a", "b"} {
+			if _, err := instances.Create(c, instance(ns, name, "h100", 1), metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		createBudget(t, ns, "late", gpuv1.BudgetResourceList{gpuv1.BudgetAccelerators: resource.MustParse("2")})
+		_, err := instances.Create(c, instance(ns, "c", "h100", 1), metav1.CreateOptions{})
+		if want := `instances.gpu.kiln.dev "c" is forbidden: exceeds budget "late": accelerators used 2 + requested 1 > hard 2`; err == nil || err.Error() != want {
+			t.Fatalf("round %d: the first create after the Budget: %v, want %q", round, err, want)
+		}
+	}
+}
+
 // TestHeldTypeRefusesStart: Hold stops new Instances and starts, not edits.
 func TestHeldTypeRefusesStart(t *testing.T) {
 	t.Parallel()

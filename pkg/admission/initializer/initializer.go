@@ -4,6 +4,8 @@
 package initializer
 
 import (
+	"context"
+
 	"k8s.io/apiserver/pkg/admission"
 
 	"kiln.dev/kiln/pkg/generated/clientset/versioned"
@@ -24,15 +26,27 @@ type WantsKilnClient interface {
 	admission.InitializationValidator
 }
 
+// BudgetRecount recomputes the status.used of a namespace's Budgets from
+// the stored Instances and Claims (the Budget loop's Reconcile).
+type BudgetRecount func(ctx context.Context, namespace string) error
+
+// WantsBudgetRecount is implemented by plugins that must count what runs
+// before they charge a Budget that has not been counted yet.
+type WantsBudgetRecount interface {
+	SetBudgetRecount(BudgetRecount)
+	admission.InitializationValidator
+}
+
 type pluginInitializer struct {
 	client    versioned.Interface
 	informers informers.SharedInformerFactory
+	recount   BudgetRecount
 }
 
 // New returns an initializer for Kiln's plugins. The server starts the
 // factory once every plugin has asked for its informers.
-func New(client versioned.Interface, factory informers.SharedInformerFactory) admission.PluginInitializer {
-	return pluginInitializer{client: client, informers: factory}
+func New(client versioned.Interface, factory informers.SharedInformerFactory, recount BudgetRecount) admission.PluginInitializer {
+	return pluginInitializer{client: client, informers: factory, recount: recount}
 }
 
 // Initialize hands a plugin what it wants.
@@ -42,5 +56,8 @@ func (i pluginInitializer) Initialize(plugin admission.Interface) {
 	}
 	if wants, ok := plugin.(WantsKilnClient); ok {
 		wants.SetKilnClient(i.client)
+	}
+	if wants, ok := plugin.(WantsBudgetRecount); ok {
+		wants.SetBudgetRecount(i.recount)
 	}
 }
