@@ -18492,7 +18492,7 @@ func schema_pkg_apis_gpu_v1alpha1_InstanceSpec(ref common.ReferenceCallback) com
 							},
 						},
 						SchemaProps: spec.SchemaProps{
-							Description: "ports exposed on a NodePort Service owned by the Instance.",
+							Description: "ports exposed on a NodePort Service owned by the Instance, at most 8: each holds a node port of the cluster while the Instance exists.",
 							Type:        []string{"array"},
 							Items: &spec.SchemaOrArray{
 								Schema: &spec.Schema{

@@ -278,7 +278,8 @@ type InstanceSpec struct {
 	// are filled from the InstanceType when left empty.
 	// +optional
 	Resources InstanceResources `json:"resources,omitempty"`
-	// ports exposed on a NodePort Service owned by the Instance.
+	// ports exposed on a NodePort Service owned by the Instance, at most 8:
+	// each holds a node port of the cluster while the Instance exists.
 	// +optional
 	// +listType=map
 	// +listMapKey=name

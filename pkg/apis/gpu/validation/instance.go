@@ -86,6 +86,7 @@ func validateInstanceSpec(spec *gpu.InstanceSpec, fldPath *field.Path) field.Err
 		}
 	}
 
+	allErrs = append(allErrs, validateSizes(spec, fldPath)...)
 	allErrs = append(allErrs, validateEnv(spec.Env, fldPath.Child("env"))...)
 	allErrs = append(allErrs, validateInstanceResources(&spec.Resources, fldPath.Child("resources"))...)
 	allErrs = append(allErrs, validateInstancePorts(spec.Ports, fldPath.Child("ports"))...)
@@ -107,6 +108,54 @@ func validateInstanceSpec(spec *gpu.InstanceSpec, fldPath *field.Path) field.Err
 	if spec.ClaimName != "" && spec.NodeName != "" {
 		allErrs = append(allErrs, field.Forbidden(fldPath.Child("nodeName"),
 			"an Instance on a Claim runs on the Claim's node; pin the Claim with its spec.nodeName instead, or remove spec.claimName"))
+	}
+	return allErrs
+}
+
+// Bounds on what one Instance may store and hold. Each port holds a node
+// port of the cluster's range (2,768 by default) for as long as the
+// Instance exists, stopped or not; and nothing else bounds the strings a
+// tenant writes into etcd but the request size.
+const (
+	MaxPorts        = 8
+	MaxVolumes      = 32
+	MaxEnv          = 256
+	MaxCommandBytes = 32 * 1024
+	MaxEnvBytes     = 256 * 1024
+)
+
+func validateSizes(spec *gpu.InstanceSpec, fldPath *field.Path) field.ErrorList {
+	var allErrs field.ErrorList
+	if n := len(spec.Ports); n > MaxPorts {
+		allErrs = append(allErrs, field.TooMany(fldPath.Child("ports"), n, MaxPorts))
+	}
+	if n := len(spec.Volumes); n > MaxVolumes {
+		allErrs = append(allErrs, field.TooMany(fldPath.Child("volumes"), n, MaxVolumes))
+	}
+	if n := len(spec.Env); n > MaxEnv {
+		allErrs = append(allErrs, field.TooMany(fldPath.Child("env"), n, MaxEnv))
+	}
+	size := func(list []string) int {
+		n := 0
+		for _, s := range list {
+			n += len(s)
+		}
+		return n
+	}
+	for _, f := range []struct {
+		name string
+		list []string
+	}{{"command", spec.Command}, {"args", spec.Args}} {
+		if n := size(f.list); n > MaxCommandBytes {
+			allErrs = append(allErrs, field.TooLong(fldPath.Child(f.name), fmt.Sprintf("%d bytes", n), MaxCommandBytes))
+		}
+	}
+	envBytes := 0
+	for _, ev := range spec.Env {
+		envBytes += len(ev.Name) + len(ev.Value)
+	}
+	if envBytes > MaxEnvBytes {
+		allErrs = append(allErrs, field.TooLong(fldPath.Child("env"), fmt.Sprintf("%d bytes", envBytes), MaxEnvBytes))
 	}
 	return allErrs
 }

@@ -1,6 +1,7 @@
 package validation
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -356,6 +357,32 @@ func TestValidateInstance(t *testing.T) {
 			o.Spec.Volumes[2].HostPath = &corev1.HostPathVolumeSource{Path: "/mnt", Type: ptr.To(corev1.HostPathType("Folder"))}
 		}, want: field.ErrorList{{Type: field.ErrorTypeNotSupported, Field: "spec.volumes[2].hostPath.type"}}},
 
+		// Sizes: what one Instance may hold and store.
+		{name: "8 ports", mutate: func(o *gpu.Instance) { o.Spec.Ports = ports(8) }},
+		{name: "9 ports", mutate: func(o *gpu.Instance) { o.Spec.Ports = ports(9) },
+			want: field.ErrorList{{Type: field.ErrorTypeTooMany, Field: "spec.ports"}}},
+		{name: "257 env vars", mutate: func(o *gpu.Instance) {
+			o.Spec.Env = nil
+			for i := range 257 {
+				o.Spec.Env = append(o.Spec.Env, corev1.EnvVar{Name: fmt.Sprintf("V%d", i)})
+			}
+		}, want: field.ErrorList{{Type: field.ErrorTypeTooMany, Field: "spec.env"}}},
+		{name: "env values over 256 KiB", mutate: func(o *gpu.Instance) {
+			o.Spec.Env = []corev1.EnvVar{{Name: "A", Value: strings.Repeat("x", 200*1024)}, {Name: "B", Value: strings.Repeat("x", 100*1024)}}
+		}, want: field.ErrorList{{Type: field.ErrorTypeTooLong, Field: "spec.env"}}},
+		{name: "args over 32 KiB", mutate: func(o *gpu.Instance) {
+			o.Spec.Args = []string{strings.Repeat("a", 20*1024), strings.Repeat("b", 20*1024)}
+		},
+			want: field.ErrorList{{Type: field.ErrorTypeTooLong, Field: "spec.args"}}},
+		{name: "command of 32 KiB", mutate: func(o *gpu.Instance) { o.Spec.Command = []string{strings.Repeat("c", 32*1024)} }},
+		{name: "33 volumes", mutate: func(o *gpu.Instance) {
+			o.Spec.Volumes = nil
+			for i := range 33 {
+				o.Spec.Volumes = append(o.Spec.Volumes, gpu.InstanceVolume{Name: fmt.Sprintf("v%d", i), MountPath: fmt.Sprintf("/mnt/%d", i),
+					ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: "c"}}})
+			}
+		}, want: field.ErrorList{{Type: field.ErrorTypeTooMany, Field: "spec.volumes"}}},
+
 		// nodeName, claimName.
 		{name: "nodeName invalid", mutate: func(o *gpu.Instance) { o.Spec.NodeName = "GPU_Node_1" },
 			want: field.ErrorList{{Type: field.ErrorTypeInvalid, Field: "spec.nodeName"}}},
@@ -519,4 +546,13 @@ func TestValidateInstanceLogOptions(t *testing.T) {
 			expectErrors(t, ValidateInstanceLogOptions(&tc.opts), tc.want)
 		})
 	}
+}
+
+// ports is n valid, distinct ports.
+func ports(n int) []gpu.InstancePort {
+	var out []gpu.InstancePort
+	for i := range n {
+		out = append(out, gpu.InstancePort{Name: fmt.Sprintf("p%d", i), Port: int32(8000 + i), Protocol: corev1.ProtocolTCP})
+	}
+	return out
 }

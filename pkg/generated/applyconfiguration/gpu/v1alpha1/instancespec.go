@@ -46,7 +46,8 @@ type InstanceSpecApplyConfiguration struct {
 	// of accelerators, slice or partition; cpu, memory and ephemeralStorage
 	// are filled from the InstanceType when left empty.
 	Resources *InstanceResourcesApplyConfiguration `json:"resources,omitempty"`
-	// ports exposed on a NodePort Service owned by the Instance.
+	// ports exposed on a NodePort Service owned by the Instance, at most 8:
+	// each holds a node port of the cluster while the Instance exists.
 	Ports []InstancePortApplyConfiguration `json:"ports,omitempty"`
 	// ssh enables an SSH server in the Instance.
 	SSH *SSHSpecApplyConfiguration `json:"ssh,omitempty"`
