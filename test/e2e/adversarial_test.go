@@ -35,11 +35,12 @@ func tenantClient(t *testing.T, user string) kubernetes.Interface {
 	return cs
 }
 
-// TestRawAcceleratorPodRefused (class 1): in a tenant namespace, a Pod
-// asking for an accelerator resource directly, in any container, in
+// TestRawAcceleratorPodRefused (classes 1 and 2): in a tenant namespace,
+// a Pod asking for an accelerator resource directly, in any container, in
 // requests or limits, or running at Kiln's claim priority, is refused
 // unless kiln-controller makes it, even for a cluster admin; other Pods
-// are not; and an Instance still gets its Pod.
+// are not; an Instance still gets its Pod, which the tenant cannot
+// detach or relabel, and a stop removes it.
 func TestRawAcceleratorPodRefused(t *testing.T) {
 	ns := tenantA
 	cs := tenantClient(t, tenantA)
@@ -115,4 +116,23 @@ func TestRawAcceleratorPodRefused(t *testing.T) {
 	if q := p.Spec.Containers[0].Resources.Limits[localcluster.ResourceGPU]; q.Value() != 1 {
 		t.Fatalf("the Instance's Pod asks for %s cards, want 1", q.String())
 	}
+
+	// Class 2: the tenant cannot detach Kiln's Pod from its Instance, so a
+	// stop leaves nothing of it running.
+	wantDetach := "pod through-kiln holds accelerators Kiln gave it, and only kiln-controller changes it; stop or delete its Instance instead"
+	for _, patch := range []struct{ kind, body string }{
+		{"json", `[{"op":"remove","path":"/metadata/ownerReferences"}]`},
+		{"merge", `{"metadata":{"labels":{"gpu.kiln.dev/instance":"elsewhere"}}}`},
+		{"merge", `{"metadata":{"finalizers":["tenant/keep"]}}`},
+	} {
+		_, err := kubectl(tenant(tenantA), "", "patch", "pod", "through-kiln", "-n", ns, "--type="+patch.kind, "-p", patch.body)
+		if err == nil || !strings.Contains(err.Error(), wantDetach) {
+			t.Errorf("patch %s: %v; want refused: %q", patch.body, err, wantDetach)
+		}
+	}
+	mustKubectl(t, tenant(tenantA), "{}", "create", "--raw", "/apis/gpu.kiln.dev/v1alpha1/namespaces/"+ns+"/instances/through-kiln/stop", "-f", "-")
+	waitGone(t, "the stopped Instance's Pod", func(ctx context.Context) error {
+		_, err := adminCS.CoreV1().Pods(ns).Get(ctx, "through-kiln", metav1.GetOptions{})
+		return err
+	})
 }
