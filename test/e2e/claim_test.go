@@ -416,13 +416,14 @@ func TestClaimAttachRulesAndBudget(t *testing.T) {
 		}
 	}
 	// The Instance on the Claim is not charged beside it: one card for
-	// the Claim "pair" and an eighth for the partition.
+	// the Claim "pair" and, for the 1g.10gb partition, the larger of its
+	// memory (10Gi of 80Gi) and its compute (1 of 7 slices): 143m.
 	b, err := kilnAdmin(t).GpuV1alpha1().Budgets(ns).Get(context.Background(), "two", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if u := b.Status.Used["accelerators"]; u.MilliValue() != 1125 {
-		t.Fatalf("budget used %s, want 1125m: the Claims, and nothing for the Instance on one", u.String())
+	if u := b.Status.Used["accelerators"]; u.MilliValue() != 1143 {
+		t.Fatalf("budget used %s, want 1143m: the Claims, and nothing for the Instance on one", u.String())
 	}
 	time.Sleep(3 * time.Second)
 	pods, err := cs.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{})
@@ -430,7 +431,7 @@ func TestClaimAttachRulesAndBudget(t *testing.T) {
 		t.Fatal(err)
 	}
 	// What runs, in thousandths of a card: a whole card is 1000, a
-	// 1g.10gb partition of an 80Gi card 125.
+	// 1g.10gb partition 143 (one of seven compute slices).
 	var milli int64
 	for _, p := range pods.Items {
 		if p.Spec.NodeName == "" || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
@@ -439,7 +440,7 @@ func TestClaimAttachRulesAndBudget(t *testing.T) {
 		for _, c := range p.Spec.Containers {
 			whole := c.Resources.Requests[localcluster.ResourceGPU]
 			mig := c.Resources.Requests[localcluster.ResourceMIG1g10gb]
-			milli += whole.Value()*1000 + mig.Value()*125
+			milli += whole.Value()*1000 + mig.Value()*143
 		}
 	}
 	if milli > 2000 {

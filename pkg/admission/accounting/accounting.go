@@ -7,6 +7,8 @@ import (
 	"context"
 	"fmt"
 	"math/big"
+	"strconv"
+	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -44,21 +46,28 @@ type Request struct {
 	Cards *int32
 	// SlicePercent is the memory percentage of one card, 0 if not a slice.
 	SlicePercent int32
+	// SliceCoresPercent is the slice's percentage of the card's compute
+	// (its memory percentage when not given).
+	SliceCoresPercent int32
 	// Partition is a partition profile name.
 	Partition string
 }
 
 // Equal compares two requests by value.
 func (r Request) Equal(o Request) bool {
-	return r.Type == o.Type && r.SlicePercent == o.SlicePercent && r.Partition == o.Partition &&
+	return r.Type == o.Type && r.SlicePercent == o.SlicePercent && r.SliceCoresPercent == o.SliceCoresPercent &&
+		r.Partition == o.Partition &&
 		(r.Cards == nil) == (o.Cards == nil) && (r.Cards == nil || *r.Cards == *o.Cards)
 }
 
 // InstanceRequest reads the request of an internal Instance.
 func InstanceRequest(spec *gpu.InstanceSpec) Request {
 	r := Request{Type: spec.Type, Cards: spec.Resources.Accelerators, Partition: spec.Resources.Partition}
-	if spec.Resources.Slice != nil {
-		r.SlicePercent = spec.Resources.Slice.MemoryPercent
+	if s := spec.Resources.Slice; s != nil {
+		r.SlicePercent, r.SliceCoresPercent = s.MemoryPercent, s.CoresPercent
+		if r.SliceCoresPercent == 0 {
+			r.SliceCoresPercent = s.MemoryPercent
+		}
 	}
 	return r
 }
@@ -70,11 +79,39 @@ func ClaimRequest(spec *gpu.ClaimSpec) Request {
 
 // Share is a request's part of the type's accelerators.
 type Share struct {
-	// MilliCards is the share of one card in thousandths: 2000 for two
-	// cards, 250 for a 25% slice, 500 for a 40Gi partition of an 80Gi card.
+	// MilliCards is the share of one card in thousandths that is charged:
+	// the larger of its part of the card's memory and of its compute,
+	// rounded up. 2000 for two cards; 250 for a 25% slice, 500 for one of
+	// 25% memory and 50% cores; 500 for a 40Gi partition of an 80Gi card;
+	// 143 for a 1g.10gb partition (1 of 7 compute slices beats 10Gi of 80).
 	MilliCards int64
+	// MemoryMilliCards is its part of the card's memory alone, which host
+	// resources are sized by.
+	MemoryMilliCards int64
 	// Memory is the accelerator memory the share holds.
 	Memory resource.Quantity
+}
+
+// migComputeSlices is how many compute slices an NVIDIA card with MIG is
+// cut into (A100, H100, H200, B200): a profile "<g>g.<memory>" holds g.
+const migComputeSlices = 7
+
+// partitionComputeMilli is a partition's part of the card's compute in
+// thousandths, rounded up, read from an NVIDIA profile name such as
+// "3g.40gb"; 0 when the name says nothing.
+func partitionComputeMilli(t *v1alpha1.InstanceType, profile string) int64 {
+	if t.Spec.Accelerator == nil || t.Spec.Accelerator.Vendor != "nvidia" {
+		return 0
+	}
+	g, rest, ok := strings.Cut(profile, "g.")
+	if !ok || rest == "" {
+		return 0
+	}
+	n, err := strconv.Atoi(g)
+	if err != nil || n <= 0 || n > migComputeSlices {
+		return 0
+	}
+	return ceilDiv(int64(n), 1000, migComputeSlices)
 }
 
 // ShareOf computes the share. A CPU-only type, or a request for nothing,
@@ -90,16 +127,19 @@ func ShareOf(req Request, t *v1alpha1.InstanceType) (Share, error) {
 	case req.Partition != "":
 		for _, p := range acc.Partitions {
 			if p.Name == req.Partition {
-				return Share{MilliCards: ceilDiv(p.Memory.Value(), 1000, cardMem), Memory: p.Memory.DeepCopy()}, nil
+				memMilli := ceilDiv(p.Memory.Value(), 1000, cardMem)
+				return Share{MilliCards: max(memMilli, partitionComputeMilli(t, p.Name)), MemoryMilliCards: memMilli, Memory: p.Memory.DeepCopy()}, nil
 			}
 		}
 		return Share{}, fmt.Errorf("instancetype %q has no partition profile %q", t.Name, req.Partition)
 	case req.SlicePercent > 0:
 		mem := ceilDiv(cardMem, int64(req.SlicePercent), 100)
-		return Share{MilliCards: int64(req.SlicePercent) * 10, Memory: *resource.NewQuantity(mem, resource.BinarySI)}, nil
+		memMilli := int64(req.SlicePercent) * 10
+		return Share{MilliCards: max(memMilli, int64(req.SliceCoresPercent)*10), MemoryMilliCards: memMilli,
+			Memory: *resource.NewQuantity(mem, resource.BinarySI)}, nil
 	case req.Cards != nil:
 		n := int64(*req.Cards)
-		return Share{MilliCards: n * 1000, Memory: *resource.NewQuantity(n*cardMem, resource.BinarySI)}, nil
+		return Share{MilliCards: n * 1000, MemoryMilliCards: n * 1000, Memory: *resource.NewQuantity(n*cardMem, resource.BinarySI)}, nil
 	}
 	return Share{}, nil
 }

@@ -28,18 +28,25 @@ func h100() *v1alpha1.InstanceType {
 	}
 }
 
+func vendor(t *v1alpha1.InstanceType, v string) *v1alpha1.InstanceType {
+	t.Spec.Accelerator.Vendor = v
+	return t
+}
+
 func cpuOnly() *v1alpha1.InstanceType {
 	return &v1alpha1.InstanceType{ObjectMeta: metav1.ObjectMeta{Name: "cpu"}}
 }
 
 func TestShareOf(t *testing.T) {
 	cases := []struct {
-		name       string
-		req        Request
-		t          *v1alpha1.InstanceType
-		wantMilli  int64
-		wantMemory string
-		wantErr    string
+		name      string
+		req       Request
+		t         *v1alpha1.InstanceType
+		wantMilli int64
+		// wantMemMilli is the memory share, when it differs from wantMilli.
+		wantMemMilli int64
+		wantMemory   string
+		wantErr      string
 	}{
 		{name: "one card", req: Request{Type: "h100", Cards: ptr.To(int32(1))}, t: h100(),
 			wantMilli: 1000, wantMemory: "80Gi"},
@@ -56,9 +63,16 @@ func TestShareOf(t *testing.T) {
 			wantMilli: 1000, wantMemory: "80Gi"},
 		{name: "half-card partition", req: Request{Type: "h100", Partition: "3g.40gb"}, t: h100(),
 			wantMilli: 500, wantMemory: "40Gi"},
-		// 10e9 / 80Gi is 116.4 milli-cards.
-		{name: "partition rounds up to a milli-card", req: Request{Type: "h100", Partition: "1g.10gb"}, t: h100(),
-			wantMilli: 117, wantMemory: "10G"},
+		// 10e9 / 80Gi is 116.4 milli-cards of memory, but 1 of 7 compute
+		// slices is 142.9: the larger, rounded up, is charged.
+		{name: "small partition is charged its compute share", req: Request{Type: "h100", Partition: "1g.10gb"}, t: h100(),
+			wantMilli: 143, wantMemMilli: 117, wantMemory: "10G"},
+		{name: "partition of another vendor: memory alone", req: Request{Type: "h100", Partition: "1g.10gb"}, t: vendor(h100(), "amd"),
+			wantMilli: 117, wantMemMilli: 117, wantMemory: "10G"},
+		{name: "slice with more cores than memory is charged its cores", req: Request{Type: "h100", SlicePercent: 25, SliceCoresPercent: 60}, t: h100(),
+			wantMilli: 600, wantMemMilli: 250, wantMemory: "20Gi"},
+		{name: "slice with fewer cores than memory is charged its memory", req: Request{Type: "h100", SlicePercent: 50, SliceCoresPercent: 10}, t: h100(),
+			wantMilli: 500, wantMemMilli: 500, wantMemory: "40Gi"},
 		{name: "unknown partition profile", req: Request{Type: "h100", Partition: "2g.20gb"}, t: h100(),
 			wantErr: `instancetype "h100" has no partition profile "2g.20gb"`},
 		{name: "partition wins over cards", req: Request{Type: "h100", Cards: ptr.To(int32(2)), Partition: "3g.40gb"}, t: h100(),
@@ -86,6 +100,13 @@ func TestShareOf(t *testing.T) {
 			}
 			if got.MilliCards != tc.wantMilli {
 				t.Errorf("milli-cards %d, want %d", got.MilliCards, tc.wantMilli)
+			}
+			wantMem := tc.wantMemMilli
+			if wantMem == 0 {
+				wantMem = tc.wantMilli
+			}
+			if got.MemoryMilliCards != wantMem {
+				t.Errorf("memory milli-cards %d, want %d", got.MemoryMilliCards, wantMem)
 			}
 			if s := got.Memory.String(); s != tc.wantMemory {
 				t.Errorf("memory %s, want %s", s, tc.wantMemory)
@@ -216,7 +237,7 @@ func TestRequestReaders(t *testing.T) {
 			want: Request{Type: "h100", Cards: two}},
 		{name: "internal Instance, slice",
 			got:  InstanceRequest(&gpu.InstanceSpec{Type: "h100", Resources: gpu.InstanceResources{Slice: &gpu.SliceRequest{MemoryPercent: 25, CoresPercent: 50}}}),
-			want: Request{Type: "h100", SlicePercent: 25}},
+			want: Request{Type: "h100", SlicePercent: 25, SliceCoresPercent: 50}},
 		{name: "internal Instance, partition",
 			got:  InstanceRequest(&gpu.InstanceSpec{Type: "h100", Resources: gpu.InstanceResources{Partition: "1g.10gb"}}),
 			want: Request{Type: "h100", Partition: "1g.10gb"}},
@@ -225,7 +246,7 @@ func TestRequestReaders(t *testing.T) {
 			want: Request{Type: "h100", Cards: two}},
 		{name: "stored Instance, slice",
 			got:  storedInstance(v1alpha1.InstanceSpec{Type: "h100", Resources: v1alpha1.InstanceResources{Slice: &v1alpha1.SliceRequest{MemoryPercent: 25}}}),
-			want: Request{Type: "h100", SlicePercent: 25}},
+			want: Request{Type: "h100", SlicePercent: 25, SliceCoresPercent: 25}},
 		{name: "internal Claim, partition",
 			got:  ClaimRequest(&gpu.ClaimSpec{Type: "h100", Partition: "3g.40gb"}),
 			want: Request{Type: "h100", Partition: "3g.40gb"}},

@@ -157,7 +157,9 @@ func Size(inst, old *gpu.Instance, t *v1alpha1.InstanceType) field.ErrorList {
 		// InstanceTypeAccess names the profile the type lacks.
 		return nil
 	}
-	milli := share.MilliCards
+	// Host resources follow the share of the card's memory, as the type
+	// documents; the Budget charges the larger compute share.
+	milli := share.MemoryMilliCards
 	shareText := shareOfCards(milli)
 	if t.Spec.Accelerator == nil {
 		// A CPU-only type's resourcesPerCard is what one Instance gets.
