@@ -7,6 +7,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"slices"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apiserver/pkg/admission"
@@ -62,7 +63,15 @@ func (p *Plugin) Validate(ctx context.Context, a admission.Attributes, _ admissi
 		return err
 	}
 	reasons := privileges(inst)
-	if old != nil {
+	switch {
+	case old == nil:
+	case len(reasons) > 0 && runsOtherCode(old, inst):
+		// What runs with the privilege changes: granted for one program,
+		// it is asked again for another.
+		for i := range reasons {
+			reasons[i].field += " with a new image, command or args"
+		}
+	default:
 		reasons = added(privileges(old), reasons)
 	}
 	if len(reasons) == 0 {
@@ -105,12 +114,29 @@ func privileges(inst *gpu.Instance) []privilege {
 	}
 	for i, v := range inst.Spec.Volumes {
 		if v.HostPath != nil {
-			// Keyed by path, not index: adding or reordering other volumes
-			// adds no privilege.
-			r = append(r, privilege{key: "hostPath " + v.HostPath.Path, field: fmt.Sprintf("spec.volumes[%d].hostPath (%s)", i, v.HostPath.Path)})
+			// Keyed by what it opens, not by index: adding or reordering
+			// other volumes adds no privilege, while another type, mount
+			// path or a write where there was a read does.
+			hp := v.HostPath
+			key := fmt.Sprintf("hostPath %s type=%s at %s readOnly=%t", hp.Path, ptrString(hp.Type), v.MountPath, v.ReadOnly)
+			r = append(r, privilege{key: key, field: fmt.Sprintf("spec.volumes[%d].hostPath (%s)", i, hp.Path)})
 		}
 	}
 	return r
+}
+
+func ptrString[T ~string](p *T) string {
+	if p == nil {
+		return ""
+	}
+	return string(*p)
+}
+
+// runsOtherCode says whether the update changes the program the Instance
+// runs.
+func runsOtherCode(old, inst *gpu.Instance) bool {
+	return old.Spec.Image != inst.Spec.Image ||
+		!slices.Equal(old.Spec.Command, inst.Spec.Command) || !slices.Equal(old.Spec.Args, inst.Spec.Args)
 }
 
 // added returns the privileges of now that before did not hold.

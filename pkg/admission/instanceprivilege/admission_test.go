@@ -89,6 +89,30 @@ func hostPath(name, path string) func(*gpu.Instance) {
 	}
 }
 
+func readOnlyVolumes(i *gpu.Instance) {
+	for j := range i.Spec.Volumes {
+		i.Spec.Volumes[j].ReadOnly = true
+	}
+}
+
+func hostPathType(t corev1.HostPathType) func(*gpu.Instance) {
+	return func(i *gpu.Instance) {
+		for j := range i.Spec.Volumes {
+			if hp := i.Spec.Volumes[j].HostPath; hp != nil {
+				hp.Type = &t
+			}
+		}
+	}
+}
+
+func withImage(image string) func(*gpu.Instance) {
+	return func(i *gpu.Instance) { i.Spec.Image = image }
+}
+
+func withArgs(args ...string) func(*gpu.Instance) {
+	return func(i *gpu.Instance) { i.Spec.Args = args }
+}
+
 // secretFirst puts a Secret volume ahead of the others.
 func secretFirst(i *gpu.Instance) {
 	i.Spec.Volumes = append([]gpu.InstanceVolume{{Name: "token", MountPath: "/var/run/token", Secret: &corev1.SecretVolumeSource{SecretName: "token"}}}, i.Spec.Volumes...)
@@ -188,6 +212,29 @@ func TestValidate(t *testing.T) {
 			wantAsked: []string{asked("tenant-a", "team-a")},
 			wantCode:  http.StatusForbidden,
 			wantErr:   forbidden + `spec.privileged needs "use" on instances/privileged in namespace "team-a", which user "tenant-a" does not have; ` + grant},
+		// What the privilege is granted for changes (issue G, class 4).
+		{name: "tenant makes an admin-made hostPath writable", user: "tenant-a",
+			old: instance(hostPath("dev", "/dev/infiniband"), readOnlyVolumes), obj: instance(hostPath("dev", "/dev/infiniband")),
+			wantAsked: []string{asked("tenant-a", "team-a")},
+			wantCode:  http.StatusForbidden,
+			wantErr:   forbidden + `spec.volumes[1].hostPath (/dev/infiniband) needs "use" on instances/privileged in namespace "team-a", which user "tenant-a" does not have; ` + grant},
+		{name: "tenant changes the type of an admin-made hostPath", user: "tenant-a",
+			old: instance(hostPath("dev", "/dev/infiniband")), obj: instance(hostPath("dev", "/dev/infiniband"), hostPathType(corev1.HostPathCharDev)),
+			wantAsked: []string{asked("tenant-a", "team-a")},
+			wantCode:  http.StatusForbidden,
+			wantErr:   forbidden + `spec.volumes[1].hostPath (/dev/infiniband) needs "use" on instances/privileged in namespace "team-a", which user "tenant-a" does not have; ` + grant},
+		{name: "tenant swaps the image of an admin-made privileged Instance", user: "tenant-a",
+			old: instance(privileged), obj: instance(privileged, withImage("attacker/miner:1")),
+			wantAsked: []string{asked("tenant-a", "team-a")},
+			wantCode:  http.StatusForbidden,
+			wantErr:   forbidden + `spec.privileged with a new image, command or args needs "use" on instances/privileged in namespace "team-a", which user "tenant-a" does not have; ` + grant},
+		{name: "tenant changes the args of an admin-made hostPath Instance", user: "tenant-a",
+			old: instance(hostPath("dev", "/dev/infiniband")), obj: instance(hostPath("dev", "/dev/infiniband"), withArgs("-c", "cat /host/dev/*")),
+			wantAsked: []string{asked("tenant-a", "team-a")},
+			wantCode:  http.StatusForbidden,
+			wantErr:   forbidden + `spec.volumes[1].hostPath (/dev/infiniband) with a new image, command or args needs "use" on instances/privileged in namespace "team-a", which user "tenant-a" does not have; ` + grant},
+		{name: "tenant swaps the image of an unprivileged Instance", user: "tenant-a",
+			old: instance(), obj: instance(withImage("other:1"))},
 		{name: "update making it privileged, allowed user", user: "admin",
 			old: instance(), obj: instance(privileged),
 			wantAsked: []string{asked("admin", "team-a")}},

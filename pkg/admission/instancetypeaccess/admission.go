@@ -145,11 +145,21 @@ func (p *Plugin) Validate(ctx context.Context, a admission.Attributes, _ admissi
 			field.Invalid(typePath, typeName, "no such instancetype; `kubectl get instancetypes` lists the ones there are"),
 		})
 	}
-	if starting {
+	// A running Instance that asks for another share is checked like a
+	// start: otherwise a type on hold, being deleted, or closed to the
+	// namespace would still hand out more to whoever already runs on it.
+	changing := !starting && inst != nil && !inst.Spec.Stopped
+	if starting || changing {
 		if t.DeletionTimestamp != nil {
+			if changing {
+				return admission.NewForbidden(a, fmt.Errorf("instancetype %q is being deleted and takes no change of what a running Instance asks for; keep spec.resources as they are, or move to another type (kubectl get instancetypes)", t.Name))
+			}
 			return admission.NewForbidden(a, fmt.Errorf("instancetype %q is being deleted and takes no new %ss; choose another type (kubectl get instancetypes)", t.Name, strings.ToLower(kind)))
 		}
 		if t.Spec.Hold != v1alpha1.HoldNone {
+			if changing {
+				return admission.NewForbidden(a, fmt.Errorf("instancetype %q is on %s and takes no change of what a running Instance asks for; keep spec.resources as they are, or try again when a cluster admin reopens it", t.Name, t.Spec.Hold))
+			}
 			return admission.NewForbidden(a, fmt.Errorf("instancetype %q is on %s and takes no new starts; running Instances are unaffected, try again when a cluster admin reopens it or choose another type", t.Name, t.Spec.Hold))
 		}
 		if err := p.admitsNamespace(ctx, t, a.GetNamespace()); err != nil {

@@ -259,6 +259,21 @@ func TestValidateInstance(t *testing.T) {
 			wantErr:  forbidden + `instancetype "draining" is on Drain and takes no new starts; running Instances are unaffected, try again when a cluster admin reopens it or choose another type`},
 		{name: "edit of a running Instance on a draining type", old: instance(typeName("draining")), obj: instance(typeName("draining"), image("other"))},
 		{name: "stop on a draining type", old: instance(typeName("draining")), obj: instance(typeName("draining"), stopped)},
+		// A running Instance that asks for more, or for another share, on
+		// a closed type is refused like a start (issue G, class 4).
+		{name: "more cards for a running Instance on a held type", old: instance(typeName("held")), obj: instance(typeName("held"), cards(2)),
+			wantCode: http.StatusForbidden,
+			wantErr:  forbidden + `instancetype "held" is on Hold and takes no change of what a running Instance asks for; keep spec.resources as they are, or try again when a cluster admin reopens it`},
+		{name: "another share for a running Instance on a draining type", old: instance(typeName("draining")), obj: instance(typeName("draining"), slice(50)),
+			wantCode: http.StatusForbidden,
+			wantErr:  forbidden + `instancetype "draining" is on Drain and takes no change of what a running Instance asks for; keep spec.resources as they are, or try again when a cluster admin reopens it`},
+		{name: "more cards for a running Instance on a type being deleted", old: instance(typeName("deleting")), obj: instance(typeName("deleting"), cards(2)),
+			wantCode: http.StatusForbidden,
+			wantErr:  forbidden + `instancetype "deleting" is being deleted and takes no change of what a running Instance asks for; keep spec.resources as they are, or move to another type (kubectl get instancetypes)`},
+		{name: "more cards for a stopped Instance on a held type: checked at its start", old: instance(typeName("held"), stopped), obj: instance(typeName("held"), stopped, cards(2))},
+		{name: "standalone: more cards for a running Instance outside the namespaceSelector", old: instance(typeName("gold")), obj: instance(typeName("gold"), cards(2)),
+			wantCode: http.StatusForbidden,
+			wantErr:  forbidden + `instancetype "gold" is not offered to namespace "team-a" (its namespaceSelector is kiln.dev/tier=gold); ask a cluster admin, or choose another type`},
 
 		// namespaceSelector without the cluster's Namespaces: only the name label.
 		{name: "standalone: selector on the name admits the namespace", obj: instance(typeName("team-a-only"))},
