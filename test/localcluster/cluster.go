@@ -89,7 +89,7 @@ type Cluster struct {
 }
 
 type ports struct {
-	etcdClient, etcdPeer, apiserver, controllerManager, scheduler, kiln, controller, kwok int
+	etcdClient, etcdPeer, apiserver, controllerManager, scheduler, kiln, controller, controllerMetrics, kwok int
 }
 
 // Start brings the whole control plane up and returns once the APIService
@@ -698,7 +698,7 @@ func insecureClient() *http.Client {
 }
 
 func freePorts() (ports, error) {
-	var ps [8]int
+	var ps [9]int
 	var ls []net.Listener
 	defer func() {
 		for _, l := range ls {
@@ -713,5 +713,5 @@ func freePorts() (ports, error) {
 		ls = append(ls, l)
 		ps[i] = l.Addr().(*net.TCPAddr).Port
 	}
-	return ports{etcdClient: ps[0], etcdPeer: ps[1], apiserver: ps[2], controllerManager: ps[3], scheduler: ps[4], kiln: ps[5], controller: ps[6], kwok: ps[7]}, nil
+	return ports{etcdClient: ps[0], etcdPeer: ps[1], apiserver: ps[2], controllerManager: ps[3], scheduler: ps[4], kiln: ps[5], controller: ps[6], kwok: ps[7], controllerMetrics: ps[8]}, nil
 }

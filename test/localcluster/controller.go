@@ -24,6 +24,7 @@ func (c *Cluster) startController(ctx context.Context) error {
 	args := append([]string{
 		"--kubeconfig=" + kc,
 		"--bind-address=127.0.0.1:" + strconv.Itoa(c.ports.controller),
+		"--metrics-bind-address=127.0.0.1:" + strconv.Itoa(c.ports.controllerMetrics),
 		"--leader-elect=true",
 		"--leader-elect-resource-namespace=" + kilnNamespace,
 		// A killed replica's Lease is taken over within seconds.
@@ -38,9 +39,14 @@ func (c *Cluster) startController(ctx context.Context) error {
 	return c.waitHTTP(ctx, &http.Client{Timeout: 5 * time.Second}, c.ControllerURL()+"/healthz")
 }
 
-// ControllerURL serves the controller's /healthz and /metrics.
+// ControllerURL serves the controller's /healthz and /livez.
 func (c *Cluster) ControllerURL() string {
 	return "http://127.0.0.1:" + strconv.Itoa(c.ports.controller)
+}
+
+// ControllerMetricsURL serves the controller's /metrics, on loopback only.
+func (c *Cluster) ControllerMetricsURL() string {
+	return "http://127.0.0.1:" + strconv.Itoa(c.ports.controllerMetrics)
 }
 
 // KillController ends kiln-controller with SIGKILL, as a crash or an OOM

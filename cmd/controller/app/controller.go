@@ -100,22 +100,25 @@ func Run(ctx context.Context, o *Options) error {
 		electionChecker = leaderelection.NewLeaderHealthzAdaptor(20 * time.Second)
 		checks = append(checks, electionChecker)
 	}
-	ln, err := net.Listen("tcp", o.BindAddress)
-	if err != nil {
-		return fmt.Errorf("--bind-address: %w", err)
-	}
 	mux := http.NewServeMux()
 	healthz.InstallHandler(mux, checks...)
 	healthz.InstallLivezHandler(mux, checks...)
-	mux.Handle("/metrics", legacyregistry.Handler())
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	go func() {
-		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			logger.Error(err, "Health and metrics server stopped")
+	stopHealth, err := serve(ctx, "health", "--bind-address", o.BindAddress, mux)
+	if err != nil {
+		return err
+	}
+	defer stopHealth()
+	// Metrics name namespaces, Instances and Claims of every tenant, and are
+	// served without authentication: apart from the probes, on loopback.
+	if o.MetricsAddress != "" {
+		metrics := http.NewServeMux()
+		metrics.Handle("/metrics", legacyregistry.Handler())
+		stopMetrics, err := serve(ctx, "metrics", "--metrics-bind-address", o.MetricsAddress, metrics)
+		if err != nil {
+			return err
 		}
-	}()
-	defer func() { _ = srv.Close() }()
-	logger.Info("Serving health and metrics", "address", ln.Addr().String())
+		defer stopMetrics()
+	}
 
 	run := func(ctx context.Context) {
 		if err := runLoops(ctx, o, kube, kiln, recorder); err != nil {
@@ -165,6 +168,23 @@ func Run(ctx context.Context, o *Options) error {
 		// it with stale caches; the Pod restarts and campaigns again.
 		return fmt.Errorf("lost the leader Lease %s/%s", le.ResourceNamespace, le.ResourceName)
 	}
+}
+
+// serve serves h on address until the returned stop is called.
+func serve(ctx context.Context, what, flag, address string, h http.Handler) (stop func(), err error) {
+	ln, err := net.Listen("tcp", address)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", flag, err)
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	logger := klog.FromContext(ctx)
+	go func() {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			logger.Error(err, "Server stopped", "serving", what)
+		}
+	}()
+	logger.Info("Serving", "serving", what, "address", ln.Addr().String())
+	return func() { _ = srv.Close() }, nil
 }
 
 // runLoops starts the informers and the loops, and returns when ctx is done.

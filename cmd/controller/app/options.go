@@ -17,6 +17,7 @@ import (
 type Options struct {
 	Kubeconfig       string
 	BindAddress      string
+	MetricsAddress   string
 	InstanceWorkers  int
 	TypeWorkers      int
 	ClaimWorkers     int
@@ -35,6 +36,7 @@ type Options struct {
 func NewOptions() *Options {
 	return &Options{
 		BindAddress:      ":8080",
+		MetricsAddress:   "127.0.0.1:8081",
 		InstanceWorkers:  8,
 		TypeWorkers:      2,
 		ClaimWorkers:     4,
@@ -60,7 +62,8 @@ func NewOptions() *Options {
 // AddFlags registers the flags.
 func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.Kubeconfig, "kubeconfig", o.Kubeconfig, "kubeconfig of the cluster; empty means in-cluster configuration. Kiln's API is reached through the cluster's aggregator.")
-	fs.StringVar(&o.BindAddress, "bind-address", o.BindAddress, "address of the /healthz, /readyz and /metrics endpoints")
+	fs.StringVar(&o.BindAddress, "bind-address", o.BindAddress, "address of the /healthz and /livez endpoints")
+	fs.StringVar(&o.MetricsAddress, "metrics-bind-address", o.MetricsAddress, "address of /metrics, unauthenticated: keep it on loopback (scrape through a sidecar) or behind a NetworkPolicy; empty turns it off")
 	fs.IntVar(&o.InstanceWorkers, "instance-workers", o.InstanceWorkers, "Instances reconciled at once")
 	fs.IntVar(&o.TypeWorkers, "instancetype-workers", o.TypeWorkers, "InstanceTypes reconciled at once")
 	fs.IntVar(&o.ClaimWorkers, "claim-workers", o.ClaimWorkers, "Claims reconciled at once")
