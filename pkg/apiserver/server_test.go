@@ -653,8 +653,9 @@ func TestTables(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The budget reconciler charges what was there before the Budget:
-	// 2 cards, a 25% slice, a 10Gi partition of an 80Gi card, a 4-card Claim.
-	waitForUsed(t, ns, "team", gpuv1.BudgetAccelerators, "6375m")
+	// 2 cards, a 25% slice, a 1g.10gb partition (one of 7 compute slices,
+	// more than its 10Gi of 80Gi), a 4-card Claim.
+	waitForUsed(t, ns, "team", gpuv1.BudgetAccelerators, "6393m")
 
 	const asTable = "application/json;as=Table;v=v1;g=meta.k8s.io"
 	for _, tc := range []struct {
@@ -673,7 +674,7 @@ func TestTables(t *testing.T) {
 			map[string]string{"hold": "hold|h100|4"}},
 		{"/apis/gpu.kiln.dev/v1alpha1/namespaces/tables/budgets",
 			"Name,Accelerators,Memory,Age",
-			map[string]string{"team": "team|6.375/8|<none>"}},
+			map[string]string{"team": "team|6.393/8|<none>"}},
 	} {
 		t.Run(tc.path, func(t *testing.T) {
 			code, body := rawRequest(t, "GET", tc.path, asTable, "", "")
