@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
+	"go.etcd.io/etcd/client/pkg/v3/transport"
 	"go.etcd.io/etcd/server/v3/embed"
 	"k8s.io/apiserver/pkg/authentication/authenticatorfactory"
 	"k8s.io/apiserver/pkg/authentication/user"
@@ -36,8 +37,9 @@ type StandaloneOptions struct {
 	// KubeconfigPath is where the admin kubeconfig is written.
 	KubeconfigPath string
 
-	token string
-	etcd  *embed.Etcd
+	token   string
+	etcd    *embed.Etcd
+	etcdURL string
 }
 
 // AdminUser is the user the generated token authenticates as.
@@ -104,12 +106,17 @@ func (s *StandaloneOptions) applyTo(ctx context.Context, ro *genericoptions.Reco
 	if err := os.MkdirAll(s.DataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("creating --data-dir: %w", err)
 	}
-	var clientURL string
-	s.etcd, clientURL, err = startEtcd(ctx, filepath.Join(s.DataDir, "etcd"))
+	pki, err := loadOrCreateEtcdPKI(filepath.Join(s.DataDir, "etcd-pki"))
+	if err != nil {
+		return nil, fmt.Errorf("the embedded etcd's certificates: %w", err)
+	}
+	s.etcd, s.etcdURL, err = startEtcd(ctx, filepath.Join(s.DataDir, "etcd"), pki)
 	if err != nil {
 		return nil, err
 	}
-	ro.Etcd.StorageConfig.Transport.ServerList = []string{clientURL}
+	tr := &ro.Etcd.StorageConfig.Transport
+	tr.ServerList = []string{s.etcdURL}
+	tr.CertFile, tr.KeyFile, tr.TrustedCAFile = pki.ClientCertFile, pki.ClientKeyFile, pki.CAFile
 	if err := ro.Etcd.ApplyTo(&c.Config); err != nil {
 		return nil, err
 	}
@@ -149,14 +156,20 @@ func (s *StandaloneOptions) stop() {
 	}
 }
 
-// startEtcd runs a single-member etcd on loopback.
-func startEtcd(ctx context.Context, dir string) (*embed.Etcd, string, error) {
+// EtcdClientURL is the embedded etcd's client URL once the server runs;
+// only the client certificate in the data directory's etcd-pki opens it.
+func (s *StandaloneOptions) EtcdClientURL() string { return s.etcdURL }
+
+// startEtcd runs a single-member etcd on loopback that serves TLS and
+// takes only clients with a certificate of pki's CA, on its client and its
+// peer listener alike.
+func startEtcd(ctx context.Context, dir string, pki etcdPKI) (*embed.Etcd, string, error) {
 	ports, err := freePorts(2)
 	if err != nil {
 		return nil, "", err
 	}
-	client := url.URL{Scheme: "http", Host: net.JoinHostPort("127.0.0.1", fmt.Sprint(ports[0]))}
-	peer := url.URL{Scheme: "http", Host: net.JoinHostPort("127.0.0.1", fmt.Sprint(ports[1]))}
+	client := url.URL{Scheme: "https", Host: net.JoinHostPort("127.0.0.1", fmt.Sprint(ports[0]))}
+	peer := url.URL{Scheme: "https", Host: net.JoinHostPort("127.0.0.1", fmt.Sprint(ports[1]))}
 
 	cfg := embed.NewConfig()
 	cfg.Name = "kiln"
@@ -166,6 +179,8 @@ func startEtcd(ctx context.Context, dir string) (*embed.Etcd, string, error) {
 	cfg.InitialCluster = cfg.InitialClusterFromName(cfg.Name)
 	cfg.LogLevel = "error"
 	cfg.ListenMetricsUrls = nil
+	tls := transport.TLSInfo{CertFile: pki.ServerCertFile, KeyFile: pki.ServerKeyFile, TrustedCAFile: pki.CAFile, ClientCertAuth: true}
+	cfg.ClientTLSInfo, cfg.PeerTLSInfo = tls, tls
 
 	e, err := embed.StartEtcd(cfg)
 	if err != nil {

@@ -26,6 +26,8 @@ type Server struct {
 	KubeconfigPath string
 	// DataDir holds the server's etcd data and credentials.
 	DataDir string
+	// EtcdURL is the embedded etcd's client URL.
+	EtcdURL string
 
 	cancel context.CancelFunc
 	done   chan error
@@ -62,6 +64,7 @@ func Start(dataDir string, out io.Writer, customize func(*apiserver.Options)) (*
 		s.Stop()
 		return nil, err
 	}
+	s.EtcdURL = o.Standalone.EtcdClientURL()
 	return s, nil
 }
 
