@@ -136,3 +136,79 @@ func TestRawAcceleratorPodRefused(t *testing.T) {
 		return err
 	})
 }
+
+// TestAdversarialCharges (classes 3 to 6), as tenant-a through the
+// aggregator, each with the exact refusal: a slice that takes more
+// compute than memory is charged its compute; a running Instance cannot
+// grow on a type put on hold; a Budget created while Instances run binds
+// its very first request; an Instance cannot hoard node ports.
+func TestAdversarialCharges(t *testing.T) {
+	ns := "e2e-adversarial"
+	controllerNamespace(t, ns)
+	kc := tenant(tenantA)
+	refused := func(t *testing.T, stdin string, want string, args ...string) {
+		t.Helper()
+		_, err := kubectl(kc, stdin, args...)
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Fatalf("kubectl %s: %v; want refused with %q", strings.Join(args, " "), err, want)
+		}
+	}
+
+	t.Run("class 5: a Budget created while Instances run", func(t *testing.T) {
+		for _, name := range []string{"early-a", "early-b"} {
+			mustKubectl(t, kc, instance(name, ns, "l4", "busybox:1"), "create", "-f", "-")
+		}
+		mustKubectl(t, admin(), fmt.Sprintf("apiVersion: gpu.kiln.dev/v1alpha1\nkind: Budget\nmetadata: {name: late, namespace: %s}\nspec: {hard: {accelerators.l4: \"2\"}}\n", ns), "create", "-f", "-")
+		refused(t, instance("early-c", ns, "l4", "busybox:1"),
+			`exceeds budget "late": accelerators.l4 used 2 + requested 1 > hard 2`, "create", "-f", "-")
+		for _, name := range []string{"early-a", "early-b"} {
+			mustKubectl(t, kc, "", "delete", "instance", name, "-n", ns)
+		}
+		mustKubectl(t, admin(), "", "delete", "budget", "late", "-n", ns)
+	})
+
+	t.Run("class 3: a slice is charged its larger share", func(t *testing.T) {
+		mustKubectl(t, admin(), fmt.Sprintf("apiVersion: gpu.kiln.dev/v1alpha1\nkind: Budget\nmetadata: {name: half, namespace: %s}\nspec: {hard: {accelerators.l4: 500m}}\n", ns), "create", "-f", "-")
+		t.Cleanup(func() { kubectl(admin(), "", "delete", "budget", "half", "-n", ns, "--ignore-not-found") })
+		greedy := strings.Replace(instance("greedy", ns, "l4", "busybox:1"), "accelerators: 1", "slice: {memoryPercent: 25, coresPercent: 100}", 1)
+		refused(t, greedy, `exceeds budget "half": accelerators.l4 used 0 + requested 1 > hard 500m`, "create", "-f", "-")
+		fair := strings.Replace(instance("fair", ns, "l4", "busybox:1"), "accelerators: 1", "slice: {memoryPercent: 25, coresPercent: 50}", 1)
+		mustKubectl(t, kc, fair, "create", "-f", "-")
+		mustKubectl(t, kc, "", "delete", "instance", "fair", "-n", ns)
+	})
+
+	t.Run("class 4: no growth on a type on hold", func(t *testing.T) {
+		mustKubectl(t, admin(), `apiVersion: gpu.kiln.dev/v1alpha1
+kind: InstanceType
+metadata: {name: l4-adversarial}
+spec:
+  accelerator: {vendor: nvidia, model: NVIDIA-L4, memory: 24Gi, maxPerInstance: 4, exclusive: {}}
+  resourcesPerCard: {cpu: "1", memory: 1Gi}
+  nodeSelector: {nvidia.com/gpu.product: NVIDIA-L4}
+  tolerations: [{key: nvidia.com/gpu, operator: Exists, effect: NoSchedule}]
+`, "create", "-f", "-")
+		t.Cleanup(func() { kubectl(admin(), "", "delete", "instancetype", "l4-adversarial", "--wait=false") })
+		mustKubectl(t, kc, instance("small", ns, "l4-adversarial", "busybox:1"), "create", "-f", "-")
+		t.Cleanup(func() { kubectl(kc, "", "delete", "instance", "small", "-n", ns, "--wait=false") })
+		mustKubectl(t, admin(), "", "patch", "instancetype", "l4-adversarial", "--type=merge", "-p", `{"spec":{"hold":"Hold"}}`)
+		want := `instancetype "l4-adversarial" is on Hold and takes no change of what a running Instance asks for`
+		// The plugins read types from an informer: give it a moment.
+		err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, 15*time.Second, true, func(context.Context) (bool, error) {
+			_, err := kubectl(kc, "", "patch", "instance", "small", "-n", ns, "--type=merge", "-p", `{"spec":{"resources":{"accelerators":4}}}`)
+			return err != nil && strings.Contains(err.Error(), want), nil
+		})
+		if err != nil {
+			t.Fatalf("growing a running Instance on a held type was not refused with %q", want)
+		}
+	})
+
+	t.Run("class 6: an Instance cannot hoard node ports", func(t *testing.T) {
+		var ports strings.Builder
+		for i := range 9 {
+			fmt.Fprintf(&ports, "  - {name: p%d, port: %d}\n", i, 8000+i)
+		}
+		hoard := instance("hoard", ns, "cpu", "busybox:1")
+		hoard = strings.Replace(hoard, "accelerators: 1", "accelerators: 0", 1) + "  ports:\n" + ports.String()
+		refused(t, hoard, "spec.ports: Too many: 9: must have at most 8 items", "create", "-f", "-")
+	})
+}
