@@ -9,15 +9,13 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
-	"sync"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
@@ -112,82 +110,32 @@ func runOnce(b *testing.B, kube kubernetes.Interface, kiln versioned.Interface, 
 	}
 	defer cleanup(b, kube, ns)
 
-	var mu sync.Mutex
-	started := map[string]time.Time{}
-	ready := map[string]time.Time{}
-	var w watch.Interface
-	var err error
-	if kind == "instances" {
-		w, err = kiln.GpuV1alpha1().Instances(ns).Watch(ctx, metav1.ListOptions{})
-	} else {
-		w, err = kube.CoreV1().Pods(ns).Watch(ctx, metav1.ListOptions{})
+	watchFn := func(ctx context.Context) (watch.Interface, error) {
+		return kiln.GpuV1alpha1().Instances(ns).Watch(ctx, metav1.ListOptions{})
 	}
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer w.Stop()
-	allReady := make(chan struct{})
-	go func() {
-		for ev := range w.ResultChan() {
-			var name string
-			var ok bool
-			switch o := ev.Object.(type) {
-			case *gpuv1.Instance:
-				name, ok = o.Name, meta.IsStatusConditionTrue(o.Status.Conditions, gpuv1.InstanceConditionReady)
-			case *corev1.Pod:
-				name = o.Name
-				for _, c := range o.Status.Conditions {
-					ok = ok || (c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue)
-				}
-			}
-			mu.Lock()
-			if _, seen := ready[name]; ok && !seen {
-				ready[name] = time.Now()
-				if len(ready) == n {
-					close(allReady)
-				}
-			}
-			mu.Unlock()
+	done := instanceReady
+	if kind != "instances" {
+		watchFn = func(ctx context.Context) (watch.Interface, error) {
+			return kube.CoreV1().Pods(ns).Watch(ctx, metav1.ListOptions{})
 		}
-	}()
+		done = podReady
+	}
+	return timeToDone(b, n, "b-", func(ctx context.Context, name string) error {
+		return create(ctx, kube, kiln, kind, ns, name)
+	}, watchFn, done)
+}
 
-	b.ResetTimer()
-	start := time.Now()
-	names := make(chan string)
-	var wg sync.WaitGroup
-	for range 16 {
-		wg.Go(func() {
-			for name := range names {
-				mu.Lock()
-				started[name] = time.Now()
-				mu.Unlock()
-				if err := create(ctx, kube, kiln, kind, ns, name); err != nil {
-					b.Error(err)
-				}
-			}
-		})
+func podReady(o runtime.Object) (string, bool) {
+	p, ok := o.(*corev1.Pod)
+	if !ok {
+		return "", false
 	}
-	for i := range n {
-		names <- fmt.Sprintf("b-%04d", i)
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue {
+			return p.Name, true
+		}
 	}
-	close(names)
-	wg.Wait()
-	select {
-	case <-allReady:
-	case <-time.After(15 * time.Minute):
-		b.Fatalf("%d of %d %s Ready after 15 minutes", len(ready), n, kind)
-	}
-	total := time.Since(start)
-	b.StopTimer()
-
-	mu.Lock()
-	defer mu.Unlock()
-	var lat []time.Duration
-	for name, t := range ready {
-		lat = append(lat, t.Sub(started[name]))
-	}
-	slices.Sort(lat)
-	return result{total: total, p50: lat[len(lat)/2], p99: lat[len(lat)*99/100]}
+	return p.Name, false
 }
 
 // create makes one Instance, or the Pod and Service the controller would

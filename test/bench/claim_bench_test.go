@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -14,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
@@ -102,6 +104,7 @@ func BenchmarkClaims(b *testing.B) {
 			create func(ctx context.Context, name string) error
 			watch  func(ctx context.Context) (watch.Interface, error)
 			prefix string
+			done   func(runtime.Object) (string, bool)
 		}{
 			{"claims-to-bound", func(ctx context.Context, name string) error {
 				_, err := kiln.GpuV1alpha1().Claims(ns).Create(ctx, &gpuv1.Claim{
@@ -111,20 +114,20 @@ func BenchmarkClaims(b *testing.B) {
 				return err
 			}, func(ctx context.Context) (watch.Interface, error) {
 				return kiln.GpuV1alpha1().Claims(ns).Watch(ctx, metav1.ListOptions{})
-			}, "c-"},
+			}, "c-", claimBound},
 			{"instances-on-claims-to-ready", func(ctx context.Context, name string) error {
 				return createGPUInstance(ctx, kiln, ns, name, "c-"+name[len("on-"):])
 			}, func(ctx context.Context) (watch.Interface, error) {
 				return kiln.GpuV1alpha1().Instances(ns).Watch(ctx, metav1.ListOptions{})
-			}, "on-"},
+			}, "on-", instanceReady},
 			{"instances-without-claims-to-ready", func(ctx context.Context, name string) error {
 				return createGPUInstance(ctx, kiln, ns, name, "")
 			}, func(ctx context.Context) (watch.Interface, error) {
 				return kiln.GpuV1alpha1().Instances(ns).Watch(ctx, metav1.ListOptions{})
-			}, "free-"},
+			}, "free-", instanceReady},
 		} {
 			b.Run(fmt.Sprintf("%s/n=%d", step.name, claimCount), func(b *testing.B) {
-				r := timeToDone(b, step.create, step.watch, step.prefix)
+				r := timeToDone(b, claimCount, step.prefix, step.create, step.watch, step.done)
 				b.ReportMetric(r.total.Seconds(), "s-all-done")
 				b.ReportMetric(r.p50.Seconds(), "s-p50")
 				b.ReportMetric(r.p99.Seconds(), "s-p99")
@@ -145,9 +148,11 @@ func createGPUInstance(ctx context.Context, kiln versioned.Interface, ns, name, 
 	return err
 }
 
-// timeToDone creates claimCount objects named prefix+NNNN with 16 parallel
-// clients and waits until each is done: a Claim Bound, an Instance Ready.
-func timeToDone(b *testing.B, create func(context.Context, string) error, watchFn func(context.Context) (watch.Interface, error), prefix string) result {
+// timeToDone creates n objects named prefix+NNNN with 16 parallel clients
+// and waits until done says each is: a Claim Bound, an Instance or Pod
+// Ready. Latency is from each create's start.
+func timeToDone(b *testing.B, n int, prefix string, create func(context.Context, string) error,
+	watchFn func(context.Context) (watch.Interface, error), done func(runtime.Object) (name string, ok bool)) result {
 	ctx := context.Background()
 	w, err := watchFn(ctx)
 	if err != nil {
@@ -155,25 +160,18 @@ func timeToDone(b *testing.B, create func(context.Context, string) error, watchF
 	}
 	defer w.Stop()
 	var mu sync.Mutex
-	started, done := map[string]time.Time{}, map[string]time.Time{}
+	started, finished := map[string]time.Time{}, map[string]time.Time{}
 	allDone := make(chan struct{})
 	go func() {
 		for ev := range w.ResultChan() {
-			var name string
-			var ok bool
-			switch o := ev.Object.(type) {
-			case *gpuv1.Claim:
-				name, ok = o.Name, o.Status.Phase == gpuv1.ClaimBound
-			case *gpuv1.Instance:
-				name, ok = o.Name, meta.IsStatusConditionTrue(o.Status.Conditions, gpuv1.InstanceConditionReady)
-			}
-			if len(name) < len(prefix) || name[:len(prefix)] != prefix {
+			name, ok := done(ev.Object)
+			if !strings.HasPrefix(name, prefix) {
 				continue
 			}
 			mu.Lock()
-			if _, seen := done[name]; ok && !seen {
-				done[name] = time.Now()
-				if len(done) == claimCount {
+			if _, seen := finished[name]; ok && !seen {
+				finished[name] = time.Now()
+				if len(finished) == n {
 					close(allDone)
 				}
 			}
@@ -196,24 +194,41 @@ func timeToDone(b *testing.B, create func(context.Context, string) error, watchF
 			}
 		})
 	}
-	for i := range claimCount {
+	for i := range n {
 		names <- fmt.Sprintf("%s%04d", prefix, i)
 	}
 	close(names)
 	wg.Wait()
 	select {
 	case <-allDone:
-	case <-time.After(10 * time.Minute):
-		b.Fatalf("%d of %d done after 10 minutes", len(done), claimCount)
+	case <-time.After(15 * time.Minute):
+		b.Fatalf("%d of %d done after 15 minutes", len(finished), n)
 	}
 	total := time.Since(start)
 	b.StopTimer()
 	mu.Lock()
 	defer mu.Unlock()
 	var lat []time.Duration
-	for name, t := range done {
+	for name, t := range finished {
 		lat = append(lat, t.Sub(started[name]))
 	}
 	slices.Sort(lat)
 	return result{total: total, p50: lat[len(lat)/2], p99: lat[len(lat)*99/100]}
+}
+
+// claimBound and instanceReady say whether a watched object is done.
+func claimBound(o runtime.Object) (string, bool) {
+	c, ok := o.(*gpuv1.Claim)
+	if !ok {
+		return "", false
+	}
+	return c.Name, c.Status.Phase == gpuv1.ClaimBound
+}
+
+func instanceReady(o runtime.Object) (string, bool) {
+	i, ok := o.(*gpuv1.Instance)
+	if !ok {
+		return "", false
+	}
+	return i.Name, meta.IsStatusConditionTrue(i.Status.Conditions, gpuv1.InstanceConditionReady)
 }

@@ -80,32 +80,18 @@ func addNode(t *testing.T, cs kubernetes.Interface, name, model string, partitio
 func claimManifest(name, ns, typ, extra string) string {
 	return fmt.Sprintf(`apiVersion: gpu.kiln.dev/v1alpha1
 kind: Claim
-metadata: {name: %s, namespace: %s%s}
+metadata: {name: %s, namespace: %s}
 spec:
   type: %s
-`, name, ns, "", typ) + extra
+`, name, ns, typ) + extra
 }
 
 func waitClaim(t *testing.T, ns, name string, timeout time.Duration, what string, done func(*gpuv1.Claim) bool) *gpuv1.Claim {
 	t.Helper()
-	kiln := kilnAdmin(t)
-	var last *gpuv1.Claim
-	err := wait.PollUntilContextTimeout(context.Background(), 250*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
-		c, err := kiln.GpuV1alpha1().Claims(ns).Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			return false, nil
-		}
-		last = c
-		return done(c), nil
-	})
-	if err != nil {
-		var st any
-		if last != nil {
-			st = last.Status
-		}
-		t.Fatalf("claim %s/%s: %s not reached in %s; status %+v", ns, name, what, timeout, st)
-	}
-	return last
+	claims := kilnAdmin(t).GpuV1alpha1().Claims(ns)
+	return waitFor(t, fmt.Sprintf("claim %s/%s: %s", ns, name, what), timeout,
+		func(ctx context.Context) (*gpuv1.Claim, error) { return claims.Get(ctx, name, metav1.GetOptions{}) },
+		done, func(c *gpuv1.Claim) any { return c.Status })
 }
 
 func claimPhase(p gpuv1.ClaimPhase) func(*gpuv1.Claim) bool {

@@ -37,28 +37,39 @@ func kilnAdmin(t *testing.T) versioned.Interface {
 	return c
 }
 
-// waitInstance polls the Instance until done says yes, and fails the test
-// with the last status seen if it does not within the timeout.
-func waitInstance(t *testing.T, ns, name string, timeout time.Duration, what string, done func(*gpuv1.Instance) bool) *gpuv1.Instance {
+// waitFor polls get until done says yes, and fails the test with the last
+// status seen (status reads it) if it does not within the timeout.
+func waitFor[O any](t *testing.T, what string, timeout time.Duration, get func(context.Context) (O, error), done func(O) bool, status func(O) any) O {
 	t.Helper()
-	kiln := kilnAdmin(t)
-	var last *gpuv1.Instance
+	var last O
+	seen := false
 	err := wait.PollUntilContextTimeout(context.Background(), 250*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
-		inst, err := kiln.GpuV1alpha1().Instances(ns).Get(ctx, name, metav1.GetOptions{})
+		o, err := get(ctx)
 		if err != nil {
 			return false, nil
 		}
-		last = inst
-		return done(inst), nil
+		last, seen = o, true
+		return done(o), nil
 	})
 	if err != nil {
 		var st any
-		if last != nil {
-			st = last.Status
+		if seen {
+			st = status(last)
 		}
-		t.Fatalf("instance %s/%s: %s not reached in %s; status %+v", ns, name, what, timeout, st)
+		t.Fatalf("%s not reached in %s; status %+v", what, timeout, st)
 	}
 	return last
+}
+
+// waitInstance polls the Instance until done says yes.
+func waitInstance(t *testing.T, ns, name string, timeout time.Duration, what string, done func(*gpuv1.Instance) bool) *gpuv1.Instance {
+	t.Helper()
+	instances := kilnAdmin(t).GpuV1alpha1().Instances(ns)
+	return waitFor(t, fmt.Sprintf("instance %s/%s: %s", ns, name, what), timeout,
+		func(ctx context.Context) (*gpuv1.Instance, error) {
+			return instances.Get(ctx, name, metav1.GetOptions{})
+		},
+		done, func(i *gpuv1.Instance) any { return i.Status })
 }
 
 func phaseIs(p gpuv1.InstancePhase) func(*gpuv1.Instance) bool {

@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -409,8 +410,9 @@ func (c *Controller) overBudget(cl *v1alpha1.Claim) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	keys := []v1alpha1.BudgetResourceName{"accelerators", "accelerator-memory", v1alpha1.BudgetResourceName("accelerators." + cl.Spec.Type)}
-	slices.SortFunc(budgets, func(a, b *v1alpha1.Budget) int { return cmpString(a.Name, b.Name) })
+	keys := []v1alpha1.BudgetResourceName{v1alpha1.BudgetAccelerators, v1alpha1.BudgetAcceleratorMemory,
+		v1alpha1.BudgetResourceName(v1alpha1.BudgetAcceleratorsPerTypePrefix + cl.Spec.Type)}
+	slices.SortFunc(budgets, func(a, b *v1alpha1.Budget) int { return strings.Compare(a.Name, b.Name) })
 	for _, b := range budgets {
 		for _, k := range keys {
 			hard, ok := b.Spec.Hard[k]
@@ -422,16 +424,6 @@ func (c *Controller) overBudget(cl *v1alpha1.Claim) (string, error) {
 		}
 	}
 	return "", nil
-}
-
-func cmpString(a, b string) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // waitingCondition sets or clears the Waiting condition.
@@ -450,6 +442,14 @@ func waitingCondition(st *v1alpha1.ClaimStatus, gen int64, reason, message strin
 func WaitingReason(cl *v1alpha1.Claim) string {
 	if cond := meta.FindStatusCondition(cl.Status.Conditions, v1alpha1.ClaimConditionWaiting); cond != nil {
 		return cond.Reason
+	}
+	return ""
+}
+
+// WaitingMessage is the message of the Claim's Waiting condition, "" if none.
+func WaitingMessage(cl *v1alpha1.Claim) string {
+	if cond := meta.FindStatusCondition(cl.Status.Conditions, v1alpha1.ClaimConditionWaiting); cond != nil {
+		return cond.Message
 	}
 	return ""
 }

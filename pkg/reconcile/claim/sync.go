@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -401,7 +402,7 @@ func (c *Controller) group(cl *v1alpha1.Claim) ([]*v1alpha1.Claim, string, error
 	if err != nil {
 		return nil, "", err
 	}
-	slices.SortFunc(members, func(a, b *v1alpha1.Claim) int { return cmpString(a.Name, b.Name) })
+	slices.SortFunc(members, func(a, b *v1alpha1.Claim) int { return strings.Compare(a.Name, b.Name) })
 	group := []*v1alpha1.Claim{cl}
 	pin := cl.Spec.NodeName
 	for _, m := range members {
@@ -490,7 +491,7 @@ func (c *Controller) writeStatus(ctx context.Context, cl *v1alpha1.Claim, s *ste
 			if r == v1alpha1.ClaimReasonScheduling {
 				kind = corev1.EventTypeNormal
 			}
-			c.recorder.Event(updated, kind, r, waitingMessage(updated))
+			c.recorder.Event(updated, kind, r, WaitingMessage(updated))
 		}
 		cl = updated
 	}
@@ -498,15 +499,6 @@ func (c *Controller) writeStatus(ctx context.Context, cl *v1alpha1.Claim, s *ste
 		c.recorder.Event(cl, e.kind, e.reason, e.message)
 	}
 	return nil
-}
-
-func waitingMessage(cl *v1alpha1.Claim) string {
-	for _, cond := range cl.Status.Conditions {
-		if cond.Type == v1alpha1.ClaimConditionWaiting {
-			return cond.Message
-		}
-	}
-	return ""
 }
 
 // schedulingMessage says what the scheduler last said of the holder.

@@ -285,7 +285,7 @@ func (f *fixture) podDeletes() []podDelete {
 func wantState(t *testing.T, cl *v1alpha1.Claim, phase v1alpha1.ClaimPhase, reason string) {
 	t.Helper()
 	if cl.Status.Phase != phase || WaitingReason(cl) != reason {
-		t.Errorf("claim %s is %q waiting %q (%s), want %q waiting %q", cl.Name, cl.Status.Phase, WaitingReason(cl), waitingMessage(cl), phase, reason)
+		t.Errorf("claim %s is %q waiting %q (%s), want %q waiting %q", cl.Name, cl.Status.Phase, WaitingReason(cl), WaitingMessage(cl), phase, reason)
 	}
 }
 
@@ -488,8 +488,8 @@ func TestSyncUnschedulableHolder(t *testing.T) {
 			if got.Status.NodeName != tc.wantNode {
 				t.Errorf("nodeName %q, want %q", got.Status.NodeName, tc.wantNode)
 			}
-			if !strings.Contains(waitingMessage(got), "1 Insufficient nvidia.com/gpu") {
-				t.Errorf("message %q, want the scheduler's word", waitingMessage(got))
+			if !strings.Contains(WaitingMessage(got), "1 Insufficient nvidia.com/gpu") {
+				t.Errorf("message %q, want the scheduler's word", WaitingMessage(got))
 			}
 			var want []podDelete
 			if tc.wantDeleted {
@@ -968,7 +968,7 @@ func TestSyncWaitingReasons(t *testing.T) {
 			if placed {
 				return
 			}
-			if msg := waitingMessage(got); msg != tc.wantMessage {
+			if msg := WaitingMessage(got); msg != tc.wantMessage {
 				t.Errorf("message\n %q, want\n %q", msg, tc.wantMessage)
 			}
 			if got.Status.NodeName != "" {
@@ -1092,8 +1092,8 @@ func TestSyncDeletion(t *testing.T) {
 			events := f.events()
 			if tc.wantKept {
 				wantState(t, got, v1alpha1.ClaimAttached, ReasonInstanceRunning)
-				if !strings.Contains(waitingMessage(got), "waits for Instance job") {
-					t.Errorf("message %q, want it to name the Instance", waitingMessage(got))
+				if !strings.Contains(WaitingMessage(got), "waits for Instance job") {
+					t.Errorf("message %q, want it to name the Instance", WaitingMessage(got))
 				}
 				if told := hasEvent(events, "Warning InstanceRunning"); told == tc.told {
 					t.Errorf("events %v; told before: %v", events, tc.told)

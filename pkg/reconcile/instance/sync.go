@@ -454,20 +454,11 @@ func (c *Controller) claimNode(o *observed) (string, error) {
 		}
 		why := ""
 		if r := claim.WaitingReason(cl); r != "" {
-			why = fmt.Sprintf(" (%s: %s)", r, waitingMessage(cl))
+			why = fmt.Sprintf(" (%s: %s)", r, claim.WaitingMessage(cl))
 		}
 		o.claimWait = fmt.Sprintf("waiting for claim %s, which is %s%s", cl.Name, phase, why)
 	}
 	return "", nil
-}
-
-func waitingMessage(cl *v1alpha1.Claim) string {
-	for _, cond := range cl.Status.Conditions {
-		if cond.Type == v1alpha1.ClaimConditionWaiting {
-			return cond.Message
-		}
-	}
-	return ""
 }
 
 // claimKeeps says whether the Pod of an Instance letting go of its Claim
