@@ -11,16 +11,32 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
 
 	gpuv1 "kiln.dev/kiln/pkg/apis/gpu/v1alpha1"
+	"kiln.dev/kiln/pkg/generated/clientset/versioned"
 	"kiln.dev/kiln/test/localcluster"
 )
 
 // The tenant who wants more than their share, with the standard edit
 // role in their namespace (issue G). Each test tries one way around Kiln
 // and asserts the exact refusal, or reads what runs.
+
+func tenantKiln(t *testing.T, user string) versioned.Interface {
+	t.Helper()
+	cfg, err := cluster.ConfigFor(user)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := versioned.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
 
 func tenantClient(t *testing.T, user string) kubernetes.Interface {
 	t.Helper()
@@ -137,15 +153,24 @@ func TestRawAcceleratorPodRefused(t *testing.T) {
 	})
 }
 
-// TestAdversarialCharges (classes 3 to 6), as tenant-a through the
-// aggregator, each with the exact refusal: a slice that takes more
-// compute than memory is charged its compute; a running Instance cannot
-// grow on a type put on hold; a Budget created while Instances run binds
-// its very first request; an Instance cannot hoard node ports.
+// TestAdversarialCharges (classes 2 to 6), as tenant-a through the
+// aggregator, each with the exact refusal: a stopped Instance's cards are
+// charged until its Pod is gone; a slice that takes more compute than
+// memory is charged its compute; a running Instance cannot grow on a type
+// put on hold; a Budget created while Instances run binds its very first
+// request; an Instance cannot hoard node ports, and stopped Instances and
+// their node ports are counted.
 func TestAdversarialCharges(t *testing.T) {
 	ns := "e2e-adversarial"
 	controllerNamespace(t, ns)
 	kc := tenant(tenantA)
+	// budget creates a Budget of the given hard limits (YAML) for one
+	// subtest.
+	budget := func(t *testing.T, ns, name, hard string) {
+		t.Helper()
+		mustKubectl(t, admin(), fmt.Sprintf("apiVersion: gpu.kiln.dev/v1alpha1\nkind: Budget\nmetadata: {name: %s, namespace: %s}\nspec:\n  hard:\n    %s\n", name, ns, hard), "create", "-f", "-")
+		t.Cleanup(func() { kubectl(admin(), "", "delete", "budget", name, "-n", ns, "--ignore-not-found") })
+	}
 	refused := func(t *testing.T, stdin string, want string, args ...string) {
 		t.Helper()
 		_, err := kubectl(kc, stdin, args...)
@@ -165,6 +190,97 @@ func TestAdversarialCharges(t *testing.T) {
 			mustKubectl(t, kc, "", "delete", "instance", name, "-n", ns)
 		}
 		mustKubectl(t, admin(), "", "delete", "budget", "late", "-n", ns)
+	})
+
+	t.Run("class 2: a stopped Instance is charged until its Pod is gone", func(t *testing.T) {
+		budget(t, ns, "one-l4", "accelerators.l4: \"1\"")
+		mustKubectl(t, kc, instance("first", ns, "l4", "busybox:1"), "create", "-f", "-")
+		t.Cleanup(func() {
+			kubectl(kc, "", "delete", "instance", "first", "second", "-n", ns, "--ignore-not-found", "--wait=false")
+		})
+		waitInstance(t, ns, "first", 90*time.Second, "Ready", phaseIs(gpuv1.InstanceReady))
+		// kwok removes a deleted Pod at once; a kubelet takes up to the
+		// grace period. The admin's finalizer keeps it Terminating here.
+		adminCS, _ := adminClients(t)
+		pods := adminCS.CoreV1().Pods(ns)
+		const linger = `{"metadata":{"finalizers":["e2e.kiln.dev/linger"]}}`
+		if _, err := pods.Patch(context.Background(), "first", types.MergePatchType, []byte(linger), metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		release := func() {
+			_, _ = pods.Patch(context.Background(), "first", types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`), metav1.PatchOptions{})
+		}
+		t.Cleanup(release)
+		mustKubectl(t, kc, "{}", "create", "--raw", "/apis/gpu.kiln.dev/v1alpha1/namespaces/"+ns+"/instances/first/stop", "-f", "-")
+		waitInstance(t, ns, "first", 30*time.Second, "Stopping", phaseIs(gpuv1.InstanceStopping))
+
+		gpuClient := tenantKiln(t, tenantA)
+		second := &gpuv1.Instance{
+			ObjectMeta: metav1.ObjectMeta{Name: "second", Namespace: ns},
+			Spec: gpuv1.InstanceSpec{Type: "l4", Image: "busybox:1",
+				Resources: gpuv1.InstanceResources{Accelerators: ptr.To[int32](1)}},
+		}
+		const full = `exceeds budget "one-l4": accelerators.l4 used 1 + requested 1 > hard 1`
+		// While the Pod is there, for longer than the Budget loop takes to
+		// see the stop, a second card is refused every time.
+		deadline := time.Now().Add(3 * time.Second)
+		for time.Now().Before(deadline) {
+			_, err := gpuClient.GpuV1alpha1().Instances(ns).Create(context.Background(), second, metav1.CreateOptions{})
+			if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), full) {
+				t.Fatalf("a second card while the stopped Instance's Pod is still Terminating: %v; want refused with %q", err, full)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		// Once the Pod is gone the card is free, and not before.
+		release()
+		err := wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
+			_, err := gpuClient.GpuV1alpha1().Instances(ns).Create(ctx, second, metav1.CreateOptions{})
+			switch {
+			case err == nil:
+				if _, err := pods.Get(ctx, "first", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+					t.Errorf("a second card was admitted while the stopped Instance's Pod still exists (get: %v)", err)
+				}
+				return true, nil
+			case apierrors.IsForbidden(err) && strings.Contains(err.Error(), full):
+				return false, nil
+			}
+			return false, fmt.Errorf("create of the second Instance: %w", err)
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	})
+
+	t.Run("class 6: stopped Instances and their node ports are counted; a stop is never refused", func(t *testing.T) {
+		budget(t, ns, "ports", "instances: \"2\"\n    nodeports: \"3\"")
+		withPorts := func(name string, n int) string {
+			m := cpuInstance(name, ns, "cpu") + "  ports:\n"
+			for i := range n {
+				m += fmt.Sprintf("  - {name: p%d, port: %d}\n", i, 8000+i)
+			}
+			return m
+		}
+		t.Cleanup(func() {
+			kubectl(kc, "", "delete", "instance", "web", "web2", "-n", ns, "--ignore-not-found", "--wait=false")
+		})
+		mustKubectl(t, kc, withPorts("web", 2), "create", "-f", "-")
+		waitInstance(t, ns, "web", 90*time.Second, "Ready", phaseIs(gpuv1.InstanceReady))
+		mustKubectl(t, kc, "{}", "create", "--raw", "/apis/gpu.kiln.dev/v1alpha1/namespaces/"+ns+"/instances/web/stop", "-f", "-")
+		waitInstance(t, ns, "web", 90*time.Second, "Stopped", phaseIs(gpuv1.InstanceStopped))
+		adminCS, _ := adminClients(t)
+		svc, err := adminCS.CoreV1().Services(ns).Get(context.Background(), "web", metav1.GetOptions{})
+		if err != nil || len(svc.Spec.Ports) != 2 || svc.Spec.Ports[0].NodePort == 0 {
+			t.Fatalf("the stopped Instance's Service: %v, %v; want it kept with its 2 node ports", svc, err)
+		}
+		refused(t, withPorts("web2", 2), `exceeds budget "ports": nodeports used 2 + requested 2 > hard 3`, "create", "-f", "-")
+		mustKubectl(t, kc, withPorts("web2", 1), "create", "-f", "-")
+		refused(t, cpuInstance("third", ns, "cpu"), `exceeds budget "ports": instances used 2 + requested 1 > hard 2`, "create", "-f", "-")
+		// Full on every key, a stop and a start still go through: neither
+		// raises a charge.
+		mustKubectl(t, kc, "{}", "create", "--raw", "/apis/gpu.kiln.dev/v1alpha1/namespaces/"+ns+"/instances/web2/stop", "-f", "-")
+		mustKubectl(t, kc, "{}", "create", "--raw", "/apis/gpu.kiln.dev/v1alpha1/namespaces/"+ns+"/instances/web/start", "-f", "-")
+		refused(t, "", `exceeds budget "ports": nodeports used 3 + requested 1 > hard 3`,
+			"patch", "instance", "web", "-n", ns, "--type=json", "-p", `[{"op":"add","path":"/spec/ports/-","value":{"name":"p9","port":9000}}]`)
 	})
 
 	t.Run("class 3: a slice is charged its larger share", func(t *testing.T) {

@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/utils/ptr"
 )
 
 type kilnResource struct {
@@ -96,7 +97,7 @@ func TestTenantRBAC(t *testing.T) {
 				// Cluster-wide reads span other tenants.
 				_, err := kubectl(kc, "", "get", r.plural+".gpu.kiln.dev", "--all-namespaces")
 				checkForbidden(t, "list "+r.plural+" --all-namespaces", err, "list", r.plural, "")
-				_, err = tenantDyn.Resource(gvr(r.plural)).Watch(context.Background(), metav1.ListOptions{TimeoutSeconds: ptr(int64(1))})
+				_, err = tenantDyn.Resource(gvr(r.plural)).Watch(context.Background(), metav1.ListOptions{TimeoutSeconds: ptr.To[int64](1)})
 				checkForbidden(t, "watch "+r.plural+" --all-namespaces", err, "watch", r.plural, "")
 				if canI(t, kc, "list", r.plural, "") || canI(t, kc, "watch", r.plural, "") {
 					t.Errorf("kubectl auth can-i says tenant-a may list or watch %s in all namespaces", r.plural)
@@ -140,7 +141,7 @@ func doVerb(t *testing.T, kc string, dyn dynamic.Interface, r kilnResource, verb
 		_, err = kubectl(kc, "", "get", res, nsFlag(ns), "-o", "name")
 	case "watch":
 		var w interface{ Stop() }
-		w, err = resourceClient(dyn, r, ns).Watch(context.Background(), metav1.ListOptions{TimeoutSeconds: ptr(int64(1))})
+		w, err = resourceClient(dyn, r, ns).Watch(context.Background(), metav1.ListOptions{TimeoutSeconds: ptr.To[int64](1)})
 		if err == nil {
 			w.Stop()
 		}
@@ -197,5 +198,3 @@ func nsFlag(ns string) string {
 func gvr(plural string) schema.GroupVersionResource {
 	return schema.GroupVersionResource{Group: "gpu.kiln.dev", Version: "v1alpha1", Resource: plural}
 }
-
-func ptr[T any](v T) *T { return &v }

@@ -7,6 +7,7 @@ import (
 	"context"
 	"fmt"
 	"math/big"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -157,25 +158,58 @@ func ceilDiv(a, b, c int64) int64 {
 	return q.Int64()
 }
 
-// Charge is what a charged object counts against a Budget, by key:
-// accelerators (cards, fractional for slices and partitions), the same
-// under accelerators.<type>, accelerator-memory, and instances for an
-// Instance. Whether an object is charged at all (stopped, on a Claim that
-// holds it, a Claim's phase) is the Budget plugin's business.
-func Charge(share Share, typeName string, instance bool) gpu.BudgetResourceList {
+// Charge is what a share of a type's accelerators counts against a
+// Budget, by key: accelerators (cards, fractional for slices and
+// partitions), the same under accelerators.<type>, and accelerator-memory.
+// Whether an object is charged at all (a stopped Instance, one on a Claim
+// that holds it, a Claim's phase) is for the callers to say.
+func Charge(share Share, typeName string) gpu.BudgetResourceList {
 	cards := *resource.NewMilliQuantity(share.MilliCards, resource.DecimalSI)
 	if share.MilliCards%1000 == 0 {
 		cards = *resource.NewQuantity(share.MilliCards/1000, resource.DecimalSI)
 	}
-	c := gpu.BudgetResourceList{
+	return gpu.BudgetResourceList{
 		gpu.BudgetAccelerators: cards,
 		gpu.BudgetResourceName(gpu.BudgetAcceleratorsPerTypePrefix + typeName): cards.DeepCopy(),
 		gpu.BudgetAcceleratorMemory: share.Memory.DeepCopy(),
 	}
-	if instance {
-		c[gpu.BudgetInstances] = *resource.NewQuantity(1, resource.DecimalSI)
+}
+
+// InstanceCharge is the whole charge of an Instance: instances and a node
+// port for each of its ports, whatever its state, since a stopped Instance
+// keeps its Service; plus cards, the charge of the accelerators it holds
+// (nil when it holds none, or its Claim carries them). Stopping never
+// raises a charge, so a stop is never refused.
+func InstanceCharge(spec *gpu.InstanceSpec, cards gpu.BudgetResourceList) gpu.BudgetResourceList {
+	c := gpu.BudgetResourceList{
+		gpu.BudgetInstances: *resource.NewQuantity(1, resource.DecimalSI),
+		gpu.BudgetNodePorts: *resource.NewQuantity(int64(len(spec.Ports)), resource.DecimalSI),
+	}
+	for k, q := range cards {
+		c[k] = q.DeepCopy()
 	}
 	return c
+}
+
+// InstanceHolds says whether an Instance may still have a Pod on
+// accelerators: it runs, or it is stopped and kiln-controller has not yet
+// reported that Pod gone (phase Stopped for this very generation; any
+// edit of a stopped Instance counts it again for the moment until the
+// controller looks, which errs on the safe side). An Instance no
+// controller has touched has no Pod: kiln-controller adds its finalizer
+// before it makes one. Tenants cannot write status, so they cannot
+// release a charge early.
+func InstanceHolds(inst *gpu.Instance) bool {
+	if !inst.Spec.Stopped {
+		return true
+	}
+	switch inst.Status.Phase {
+	case gpu.InstanceStopped:
+		return inst.Status.ObservedGeneration != inst.Generation
+	case "":
+		return slices.Contains(inst.Finalizers, gpu.InstanceFinalizer)
+	}
+	return true
 }
 
 // ClaimCharged says whether a Claim in this phase holds a charge. A new
@@ -230,12 +264,6 @@ func ClaimCovers(c *gpu.Claim, req Request) error {
 	}
 	return fmt.Errorf("claim %q holds %s; an Instance of %s does not fit (%s): %s, or remove spec.claimName",
 		c.Name, claimHolding(c), requestHolding(req), why, fix)
-}
-
-// OnClaim is what a running Instance whose Claim carries its accelerators
-// still charges: it counts as a running Instance.
-func OnClaim() gpu.BudgetResourceList {
-	return gpu.BudgetResourceList{gpu.BudgetInstances: *resource.NewQuantity(1, resource.DecimalSI)}
 }
 
 // ClaimHolds says whether a Claim carries the charge of an Instance asking

@@ -134,37 +134,92 @@ func TestCharge(t *testing.T) {
 		name     string
 		share    Share
 		typeName string
-		instance bool
 		want     map[gpu.BudgetResourceName]string
 	}{
-		{name: "instance on two cards", share: Share{MilliCards: 2000, Memory: resource.MustParse("160Gi")}, typeName: "h100", instance: true,
-			want: map[gpu.BudgetResourceName]string{"accelerators": "2", "accelerators.h100": "2", "accelerator-memory": "160Gi", "instances": "1"}},
-		{name: "claim on two cards has no instances key", share: Share{MilliCards: 2000, Memory: resource.MustParse("160Gi")}, typeName: "h100",
+		{name: "two cards", share: Share{MilliCards: 2000, Memory: resource.MustParse("160Gi")}, typeName: "h100",
 			want: map[gpu.BudgetResourceName]string{"accelerators": "2", "accelerators.h100": "2", "accelerator-memory": "160Gi"}},
-		{name: "slice is fractional", share: Share{MilliCards: 250, Memory: resource.MustParse("20Gi")}, typeName: "h100", instance: true,
-			want: map[gpu.BudgetResourceName]string{"accelerators": "250m", "accelerators.h100": "250m", "accelerator-memory": "20Gi", "instances": "1"}},
-		{name: "partition is fractional", share: Share{MilliCards: 117, Memory: resource.MustParse("10G")}, typeName: "h100",
-			want: map[gpu.BudgetResourceName]string{"accelerators": "117m", "accelerators.h100": "117m", "accelerator-memory": "10G"}},
-		{name: "more than a card, not whole", share: Share{MilliCards: 1500, Memory: resource.MustParse("120Gi")}, typeName: "a100", instance: true,
-			want: map[gpu.BudgetResourceName]string{"accelerators": "1500m", "accelerators.a100": "1500m", "accelerator-memory": "120Gi", "instances": "1"}},
-		{name: "CPU-only instance counts as an instance only", share: Share{}, typeName: "cpu", instance: true,
-			want: map[gpu.BudgetResourceName]string{"accelerators": "0", "accelerators.cpu": "0", "accelerator-memory": "0", "instances": "1"}},
+		{name: "slice is fractional", share: Share{MilliCards: 250, Memory: resource.MustParse("20Gi")}, typeName: "h100",
+			want: map[gpu.BudgetResourceName]string{"accelerators": "250m", "accelerators.h100": "250m", "accelerator-memory": "20Gi"}},
+		{name: "partition is fractional", share: Share{MilliCards: 143, Memory: resource.MustParse("10G")}, typeName: "h100",
+			want: map[gpu.BudgetResourceName]string{"accelerators": "143m", "accelerators.h100": "143m", "accelerator-memory": "10G"}},
+		{name: "more than a card, not whole", share: Share{MilliCards: 1500, Memory: resource.MustParse("120Gi")}, typeName: "a100",
+			want: map[gpu.BudgetResourceName]string{"accelerators": "1500m", "accelerators.a100": "1500m", "accelerator-memory": "120Gi"}},
+		{name: "CPU-only", share: Share{}, typeName: "cpu",
+			want: map[gpu.BudgetResourceName]string{"accelerators": "0", "accelerators.cpu": "0", "accelerator-memory": "0"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			got := Charge(tc.share, tc.typeName, tc.instance)
-			if len(got) != len(tc.want) {
-				t.Errorf("keys %v, want %v", got, tc.want)
-			}
-			for k, w := range tc.want {
-				q, ok := got[k]
-				if !ok {
-					t.Errorf("no %s", k)
-					continue
-				}
-				if s := q.String(); s != w {
-					t.Errorf("%s = %s, want %s", k, s, w)
-				}
+			wantList(t, Charge(tc.share, tc.typeName), tc.want)
+		})
+	}
+}
+
+func wantList(t *testing.T, got gpu.BudgetResourceList, want map[gpu.BudgetResourceName]string) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Errorf("keys %v, want %v", got, want)
+	}
+	for k, w := range want {
+		q, ok := got[k]
+		if !ok {
+			t.Errorf("no %s", k)
+			continue
+		}
+		if s := q.String(); s != w {
+			t.Errorf("%s = %s, want %s", k, s, w)
+		}
+	}
+}
+
+func TestInstanceCharge(t *testing.T) {
+	twoPorts := &gpu.InstanceSpec{Ports: []gpu.InstancePort{{Name: "ssh", Port: 22}, {Name: "http", Port: 80}}}
+	cards := Charge(Share{MilliCards: 1000, Memory: resource.MustParse("80Gi")}, "h100")
+	cases := []struct {
+		name  string
+		spec  *gpu.InstanceSpec
+		cards gpu.BudgetResourceList
+		want  map[gpu.BudgetResourceName]string
+	}{
+		{name: "holding cards, with ports", spec: twoPorts, cards: cards,
+			want: map[gpu.BudgetResourceName]string{"accelerators": "1", "accelerators.h100": "1", "accelerator-memory": "80Gi", "instances": "1", "nodeports": "2"}},
+		{name: "stopped, or on a Claim: still an Instance with its ports", spec: twoPorts,
+			want: map[gpu.BudgetResourceName]string{"instances": "1", "nodeports": "2"}},
+		{name: "no ports", spec: &gpu.InstanceSpec{}, cards: cards,
+			want: map[gpu.BudgetResourceName]string{"accelerators": "1", "accelerators.h100": "1", "accelerator-memory": "80Gi", "instances": "1", "nodeports": "0"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			wantList(t, InstanceCharge(tc.spec, tc.cards), tc.want)
+		})
+	}
+}
+
+func TestInstanceHolds(t *testing.T) {
+	inst := func(stopped bool, phase gpu.InstancePhase, gen, observed int64, finalizers ...string) *gpu.Instance {
+		i := &gpu.Instance{Spec: gpu.InstanceSpec{Stopped: stopped}, Status: gpu.InstanceStatus{Phase: phase, ObservedGeneration: observed}}
+		i.Generation, i.Finalizers = gen, finalizers
+		return i
+	}
+	cases := []struct {
+		name string
+		inst *gpu.Instance
+		want bool
+	}{
+		{"running", inst(false, gpu.InstanceReady, 1, 1), true},
+		{"running, never seen", inst(false, "", 1, 0), true},
+		{"stopped, the controller saw no Pod left", inst(true, gpu.InstanceStopped, 3, 3), false},
+		{"stopped, the Pod is going", inst(true, gpu.InstanceStopping, 3, 3), true},
+		{"stopped, status not yet updated", inst(true, gpu.InstanceReady, 3, 2), true},
+		{"stopped again before the controller saw the start", inst(true, gpu.InstanceStopped, 4, 2), true},
+		{"stopped and failed", inst(true, gpu.InstanceFailed, 3, 3), true},
+		{"being deleted", inst(true, gpu.InstanceDeleting, 3, 3, gpu.InstanceFinalizer), true},
+		{"created stopped, no controller has touched it", inst(true, "", 1, 0), false},
+		{"stopped with the controller's finalizer, no status yet", inst(true, "", 2, 0, gpu.InstanceFinalizer), true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := InstanceHolds(tc.inst); got != tc.want {
+				t.Errorf("InstanceHolds = %v, want %v", got, tc.want)
 			}
 		})
 	}
@@ -174,7 +229,7 @@ func TestCharge(t *testing.T) {
 // that a charge and a Budget limit written by hand compare equal even with
 // reflect.DeepEqual; String() alone cannot tell (3000m prints as "3").
 func TestChargeWholeCardsHaveNoMilliScale(t *testing.T) {
-	got := Charge(Share{MilliCards: 3000}, "h100", false)
+	got := Charge(Share{MilliCards: 3000}, "h100")
 	for _, k := range []gpu.BudgetResourceName{gpu.BudgetAccelerators, "accelerators.h100"} {
 		if q := got[k]; !reflect.DeepEqual(q, *resource.NewQuantity(3, resource.DecimalSI)) {
 			t.Errorf("%s = %#v, want a whole quantity 3", k, q)

@@ -187,42 +187,31 @@ func (p *Plugin) request(ctx context.Context, a admission.Attributes) (*request,
 		return nil, err
 	case inst != nil:
 		r.kind, r.name, r.uid = "Instance", inst.Name, inst.UID
-		onClaim, err := p.instanceOnClaim(ctx, inst.Namespace, &inst.Spec)
-		switch {
-		case err != nil:
-			return nil, err
-		case inst.Spec.Stopped:
-		case onClaim:
-			r.charge = accounting.OnClaim()
-		default:
-			c, err := p.chargeOf(ctx, accounting.InstanceRequest(&inst.Spec), true)
-			if err != nil || c == nil {
-				return nil, err
-			}
-			r.charge = c
+		// A stop, or an edit of a stopped Instance, changes nothing of
+		// what runs: the cards it holds are the old ones until
+		// kiln-controller reports its Pod gone.
+		holder := inst
+		if old != nil && inst.Spec.Stopped {
+			holder = old
 		}
+		cards, err := p.instanceCards(ctx, holder)
+		if err != nil {
+			return nil, err
+		}
+		r.charge = accounting.InstanceCharge(&inst.Spec, cards)
 		if old != nil {
 			r.oldRV = old.ResourceVersion
-			oldOnClaim, err := p.instanceOnClaim(ctx, old.Namespace, &old.Spec)
-			switch {
-			case err != nil:
+			oldCards, err := p.instanceCards(ctx, old)
+			if err != nil {
 				return nil, err
-			case old.Spec.Stopped:
-			case oldOnClaim:
-				oldCharge = accounting.OnClaim()
-			default:
-				c, err := p.chargeOf(ctx, accounting.InstanceRequest(&old.Spec), true)
-				if err != nil {
-					return nil, err
-				}
-				oldCharge = c
 			}
+			oldCharge = accounting.InstanceCharge(&old.Spec, oldCards)
 		}
 	case claim != nil && a.GetOperation() == admission.Create && a.GetSubresource() == "":
 		// A Claim's request cannot change; its phase moves through /status
 		// and the reconciler releases what a lapsed Claim held.
 		r.kind, r.name, r.uid = "Claim", claim.Name, claim.UID
-		c, err := p.chargeOf(ctx, accounting.ClaimRequest(&claim.Spec), false)
+		c, err := p.chargeOf(ctx, accounting.ClaimRequest(&claim.Spec))
 		if err != nil || c == nil {
 			return nil, err
 		}
@@ -246,31 +235,37 @@ func (p *Plugin) request(ctx context.Context, a admission.Attributes) (*request,
 	return &r, nil
 }
 
-// instanceOnClaim: a running Instance's accelerators are charged to the
-// Claim it runs on when that Claim is itself charged and covers all of
-// them; the Instance then counts only as a running Instance. Naming a
-// Claim that does not exist, does not hold, or is smaller escapes nothing.
-func (p *Plugin) instanceOnClaim(ctx context.Context, ns string, spec *gpu.InstanceSpec) (bool, error) {
-	if spec.Stopped || spec.ClaimName == "" {
-		return false, nil
+// instanceCards is the charge of the accelerators an Instance holds
+// (accounting.InstanceHolds). They are charged to the Claim it runs on
+// when that Claim is itself charged and covers all of them; naming a Claim
+// that does not exist, does not hold, or is smaller escapes nothing.
+func (p *Plugin) instanceCards(ctx context.Context, inst *gpu.Instance) (gpu.BudgetResourceList, error) {
+	if !accounting.InstanceHolds(inst) {
+		return nil, nil
 	}
-	stored, err := p.client.GpuV1alpha1().Claims(ns).Get(ctx, spec.ClaimName, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		return false, nil
+	req := accounting.InstanceRequest(&inst.Spec)
+	if name := inst.Spec.ClaimName; name != "" {
+		stored, err := p.client.GpuV1alpha1().Claims(inst.Namespace).Get(ctx, name, metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(err):
+		case err != nil:
+			return nil, apierrors.NewInternalError(fmt.Errorf("reading claim %q: %w", name, err))
+		default:
+			var c gpu.Claim
+			if err := v1alpha1.Convert_v1alpha1_Claim_To_gpu_Claim(stored, &c, nil); err != nil {
+				return nil, apierrors.NewInternalError(fmt.Errorf("reading claim %q: %w", name, err))
+			}
+			if accounting.ClaimHolds(&c, req) {
+				return nil, nil
+			}
+		}
 	}
-	if err != nil {
-		return false, apierrors.NewInternalError(fmt.Errorf("reading claim %q: %w", spec.ClaimName, err))
-	}
-	var c gpu.Claim
-	if err := v1alpha1.Convert_v1alpha1_Claim_To_gpu_Claim(stored, &c, nil); err != nil {
-		return false, apierrors.NewInternalError(fmt.Errorf("reading claim %q: %w", spec.ClaimName, err))
-	}
-	return accounting.ClaimHolds(&c, accounting.InstanceRequest(spec)), nil
+	return p.chargeOf(ctx, req)
 }
 
 // chargeOf is nil when the type is unknown: InstanceTypeAccess, earlier in
 // the chain, refuses those.
-func (p *Plugin) chargeOf(ctx context.Context, req accounting.Request, instance bool) (gpu.BudgetResourceList, error) {
+func (p *Plugin) chargeOf(ctx context.Context, req accounting.Request) (gpu.BudgetResourceList, error) {
 	t, err := accounting.LookupType(ctx, p.types, p.client, req.Type)
 	if err != nil {
 		return nil, apierrors.NewInternalError(err)
@@ -282,7 +277,7 @@ func (p *Plugin) chargeOf(ctx context.Context, req accounting.Request, instance 
 	if err != nil {
 		return nil, nil
 	}
-	return accounting.Charge(share, t.Name, instance), nil
+	return accounting.Charge(share, t.Name), nil
 }
 
 // names reports whether hard limits any key the delta raises.

@@ -78,6 +78,22 @@ func instance(name string, cards int32, mutate ...func(*gpu.Instance)) *gpu.Inst
 
 func stopped(i *gpu.Instance) { i.Spec.Stopped = true }
 
+// phase is the status kiln-controller reported for the current generation.
+func phase(p gpu.InstancePhase) func(*gpu.Instance) {
+	return func(i *gpu.Instance) {
+		i.Generation, i.Status.Phase, i.Status.ObservedGeneration = 2, p, 2
+		i.Finalizers = []string{gpu.InstanceFinalizer}
+	}
+}
+
+func ports(n int) func(*gpu.Instance) {
+	return func(i *gpu.Instance) {
+		for p := range n {
+			i.Spec.Ports = append(i.Spec.Ports, gpu.InstancePort{Name: fmt.Sprintf("p%d", p), Port: int32(8000 + p)})
+		}
+	}
+}
+
 func onClaim(name string) func(*gpu.Instance) {
 	return func(i *gpu.Instance) { i.Spec.ClaimName = name }
 }
@@ -250,6 +266,8 @@ func TestPluginValidate(t *testing.T) {
 	// The keys of one two-card h100 Instance.
 	allKeys := list("accelerators", "16", "accelerators.h100", "8", "accelerator-memory", "640Gi", "instances", "4")
 	twoCards := list("accelerators", "2", "accelerators.h100", "2", "accelerator-memory", "160Gi", "instances", "1")
+	// A start raises the cards only: a stopped Instance counts as one.
+	startCards := list("accelerators", "2", "accelerators.h100", "2", "accelerator-memory", "160Gi")
 	forbidden := func(resource, name, msg string) string {
 		return fmt.Sprintf("%s.gpu.kiln.dev %q is forbidden: %s", resource, name, msg)
 	}
@@ -377,12 +395,12 @@ func TestPluginValidate(t *testing.T) {
 			wantErr:  forbidden("instances", "train", `exceeds budget "team": accelerators used 7 + requested 2 > hard 8`)},
 
 		// Updates and starts.
-		{name: "update from stopped to running charges it all, against the old resourceVersion",
+		{name: "update from stopped to running charges its cards, against the old resourceVersion",
 			budgets: []*v1alpha1.Budget{budget("team", allKeys, nil)},
 			old:     instance("train", 2, stopped),
 			obj:     instance("train", 2),
 			want: map[string]v1alpha1.BudgetStatus{"team": {
-				Used:    twoCards,
+				Used:    startCards,
 				Pending: []v1alpha1.BudgetCharge{charge("Instance", "train", "41", twoCards)},
 			}},
 			writes: map[string]int{"team": 1}},
@@ -392,7 +410,7 @@ func TestPluginValidate(t *testing.T) {
 			obj:         instancechange.Lifecycle(instance("train", 2, stopped), "start"),
 			subresource: "start",
 			want: map[string]v1alpha1.BudgetStatus{"team": {
-				Used:    twoCards,
+				Used:    startCards,
 				Pending: []v1alpha1.BudgetCharge{charge("Instance", "train", "41", twoCards)},
 			}},
 			writes: map[string]int{"team": 1}},
@@ -412,6 +430,34 @@ func TestPluginValidate(t *testing.T) {
 			old:         instance("train", 2),
 			obj:         instancechange.Lifecycle(instance("train", 2), "stop"),
 			subresource: "stop"},
+		{name: "a stop that also asks for more cards charges nothing: the Pod keeps what it has",
+			budgets: []*v1alpha1.Budget{budget("team", list("accelerators", "2"), list("accelerators", "2"))},
+			old:     instance("train", 2),
+			obj:     instance("train", 4, stopped)},
+		{name: "a start while the stopped Pod is still going charges nothing: it is still charged",
+			budgets:     []*v1alpha1.Budget{budget("team", list("accelerators", "2"), list("accelerators", "2"))},
+			old:         instance("train", 2, stopped, phase(gpu.InstanceStopping)),
+			obj:         instancechange.Lifecycle(instance("train", 2, stopped, phase(gpu.InstanceStopping)), "start"),
+			subresource: "start"},
+		{name: "a stopped Instance counts under instances",
+			budgets:  []*v1alpha1.Budget{budget("team", list("instances", "1"), list("instances", "1"))},
+			obj:      instance("idle", 2, stopped),
+			wantCode: http.StatusForbidden,
+			wantErr:  forbidden("instances", "idle", `exceeds budget "team": instances used 1 + requested 1 > hard 1`)},
+		{name: "node ports are charged on create, stopped or not",
+			budgets:  []*v1alpha1.Budget{budget("team", list("nodeports", "3"), list("nodeports", "2"))},
+			obj:      instance("ports", 0, stopped, ports(2)),
+			wantCode: http.StatusForbidden,
+			wantErr:  forbidden("instances", "ports", `exceeds budget "team": nodeports used 2 + requested 2 > hard 3`)},
+		{name: "ports added to a stopped Instance charge the difference",
+			budgets: []*v1alpha1.Budget{budget("team", list("nodeports", "3"), list("nodeports", "1"))},
+			old:     instance("ports", 0, stopped, ports(1)),
+			obj:     instance("ports", 0, stopped, ports(3)),
+			want: map[string]v1alpha1.BudgetStatus{"team": {
+				Used:    list("nodeports", "3"),
+				Pending: []v1alpha1.BudgetCharge{charge("Instance", "ports", "41", list("nodeports", "3"))},
+			}},
+			writes: map[string]int{"team": 1}},
 		{name: "a label-only update charges nothing, even over the limit",
 			budgets: []*v1alpha1.Budget{budget("team", list("accelerators", "1"), list("accelerators", "2"))},
 			old:     instance("train", 2),

@@ -17622,7 +17622,7 @@ func schema_pkg_apis_gpu_v1alpha1_BudgetSpec(ref common.ReferenceCallback) commo
 				Properties: map[string]spec.Schema{
 					"hard": {
 						SchemaProps: spec.SchemaProps{
-							Description: "hard limits by key: \"accelerators\" (cards; slices and partitions count as their share of a card), \"accelerator-memory\", \"instances\", and \"accelerators.<instancetype>\" for one type.",
+							Description: "hard limits by key: \"accelerators\" (cards; slices and partitions count as the larger of their memory and compute share of a card), \"accelerator-memory\", \"instances\" (stopped ones too), \"nodeports\" (ports of Instances, stopped ones too), and \"accelerators.<instancetype>\" for one type.",
 							Type:        []string{"object"},
 							AdditionalProperties: &spec.SchemaOrBool{
 								Allows: true,

@@ -243,7 +243,7 @@ func (r *Reconciler) storedCharges(ctx context.Context, ns string) (map[types.UI
 		claimsByName[c.Name] = c
 		s := stored{kind: "Claim", name: c.Name, rv: c.ResourceVersion}
 		if accounting.ClaimCharged(c.Status.Phase) {
-			if s.charge, err = r.chargeOf(accounting.ClaimRequest(&c.Spec), false); err != nil {
+			if s.charge, err = r.chargeOf(accounting.ClaimRequest(&c.Spec)); err != nil {
 				return nil, err
 			}
 		}
@@ -255,18 +255,15 @@ func (r *Reconciler) storedCharges(ctx context.Context, ns string) (map[types.UI
 			return nil, fmt.Errorf("instance %s/%s: %w", ns, instances.Items[i].Name, err)
 		}
 		s := stored{kind: "Instance", name: inst.Name, rv: inst.ResourceVersion}
-		c, onClaim := claimsByName[inst.Spec.ClaimName]
-		onClaim = onClaim && accounting.ClaimHolds(c, accounting.InstanceRequest(&inst.Spec))
-		switch {
-		case inst.Spec.Stopped:
-		case onClaim:
-			// The Claim carries its accelerators; it still runs.
-			s.charge = accounting.OnClaim()
-		default:
-			if s.charge, err = r.chargeOf(accounting.InstanceRequest(&inst.Spec), true); err != nil {
+		var cards gpu.BudgetResourceList
+		req := accounting.InstanceRequest(&inst.Spec)
+		// A Claim that holds covers the cards it carries.
+		if c, ok := claimsByName[inst.Spec.ClaimName]; accounting.InstanceHolds(&inst) && !(ok && accounting.ClaimHolds(c, req)) {
+			if cards, err = r.chargeOf(req); err != nil {
 				return nil, err
 			}
 		}
+		s.charge = accounting.InstanceCharge(&inst.Spec, cards)
 		out[inst.UID] = s
 	}
 	return out, nil
@@ -274,7 +271,7 @@ func (r *Reconciler) storedCharges(ctx context.Context, ns string) (map[types.UI
 
 // chargeOf refuses to guess: without the type the charge is unknown, and a
 // recount that dropped it could let the Budget over-commit.
-func (r *Reconciler) chargeOf(req accounting.Request, instance bool) (gpu.BudgetResourceList, error) {
+func (r *Reconciler) chargeOf(req accounting.Request) (gpu.BudgetResourceList, error) {
 	t, err := r.types.Get(req.Type)
 	if err != nil {
 		return nil, fmt.Errorf("instancetype %q of a charged object: %w", req.Type, err)
@@ -283,7 +280,7 @@ func (r *Reconciler) chargeOf(req accounting.Request, instance bool) (gpu.Budget
 	if err != nil {
 		return nil, err
 	}
-	return accounting.Charge(share, t.Name, instance), nil
+	return accounting.Charge(share, t.Name), nil
 }
 
 // addAll adds to used, for its keys only, what c holds beyond base.

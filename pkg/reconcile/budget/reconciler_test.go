@@ -73,6 +73,23 @@ func instance(name string, cards int32, mutate ...func(*v1alpha1.Instance)) *v1a
 
 func stopped(i *v1alpha1.Instance) { i.Spec.Stopped = true }
 
+// reported is the phase kiln-controller reported for generation observed
+// of an Instance at generation 3.
+func reported(p v1alpha1.InstancePhase, observed int64) func(*v1alpha1.Instance) {
+	return func(i *v1alpha1.Instance) {
+		i.Generation, i.Status.Phase, i.Status.ObservedGeneration = 3, p, observed
+		i.Finalizers = []string{v1alpha1.InstanceFinalizer}
+	}
+}
+
+func withPorts(n int) func(*v1alpha1.Instance) {
+	return func(i *v1alpha1.Instance) {
+		for p := range n {
+			i.Spec.Ports = append(i.Spec.Ports, v1alpha1.InstancePort{Name: fmt.Sprintf("p%d", p), Port: int32(8000 + p)})
+		}
+	}
+}
+
 func onClaim(name string) func(*v1alpha1.Instance) {
 	return func(i *v1alpha1.Instance) { i.Spec.ClaimName = name }
 }
@@ -216,7 +233,7 @@ func TestReconcileRecount(t *testing.T) {
 		requeue time.Duration
 	}{
 		// Stored objects.
-		{name: "running Instances and charged Claims are counted, for each key a Budget names and only those",
+		{name: "Instances (stopped ones as Instances) and charged Claims are counted, for each key a Budget names and only those",
 			objects: []runtime.Object{
 				instance("train", 2),
 				instance("idle", 4, stopped),
@@ -236,7 +253,7 @@ func TestReconcileRecount(t *testing.T) {
 			want: map[string]v1alpha1.BudgetStatus{
 				// Cards: 2 + 1 + 0.5 from Instances, 1 + 1 + 1 + 4 from Claims.
 				"all": {Used: list("accelerators", "10.5", "accelerators.h100", "9.5", "accelerators.a10", "1",
-					"accelerator-memory", "784Gi", "instances", "3")},
+					"accelerator-memory", "784Gi", "instances", "4")},
 				"cards": {Used: list("accelerators", "10.5")},
 				"a10":   {Used: list("accelerators.a10", "1")},
 			},
@@ -249,6 +266,21 @@ func TestReconcileRecount(t *testing.T) {
 			},
 			want:   map[string]v1alpha1.BudgetStatus{"instances": {Used: list("instances", "1")}},
 			writes: map[string]int{"instances": 1}},
+		{name: "a stopped Instance's cards stay charged until kiln-controller reports its Pod gone for this generation",
+			objects: []runtime.Object{
+				instance("going", 1, stopped, reported(v1alpha1.InstanceStopping, 3)),
+				instance("unseen", 1, stopped, reported(v1alpha1.InstanceReady, 2)),
+				instance("restopped", 1, stopped, reported(v1alpha1.InstanceStopped, 2)),
+				instance("gone", 4, stopped, reported(v1alpha1.InstanceStopped, 3)),
+			},
+			budgets: []*v1alpha1.Budget{budget("team", list("accelerators", "8", "instances", "8"), nil)},
+			want:    map[string]v1alpha1.BudgetStatus{"team": {Used: list("accelerators", "3", "instances", "4")}},
+			writes:  map[string]int{"team": 1}},
+		{name: "node ports of every Instance are counted, stopped or not",
+			objects: []runtime.Object{instance("web", 1, withPorts(2)), instance("idle", 0, stopped, withPorts(3))},
+			budgets: []*v1alpha1.Budget{budget("team", list("nodeports", "8"), nil)},
+			want:    map[string]v1alpha1.BudgetStatus{"team": {Used: list("nodeports", "5")}},
+			writes:  map[string]int{"team": 1}},
 		{name: "a namespace without Budgets is left alone",
 			objects: []runtime.Object{instance("train", 2)}},
 

@@ -31,7 +31,7 @@ const (
 	// Finalizer keeps a deleted Instance visible as Deleting until its
 	// Pod is gone, and makes sure the Pod goes even if garbage collection
 	// is slow or off.
-	Finalizer = "gpu.kiln.dev/instance-controller"
+	Finalizer = v1alpha1.InstanceFinalizer
 
 	// byType and byNode index Instances by spec.type and spec.nodeName, so
 	// a change of an InstanceType or a Node wakes only its Instances.

@@ -91,13 +91,15 @@ func computeStatus(o observed) v1alpha1.InstanceStatus {
 	switch {
 	case inst.DeletionTimestamp != nil:
 		st.Phase, reason, message = v1alpha1.InstanceDeleting, ReasonDeleting, "the Instance is being deleted; its Pod and Service are removed first"
-	case o.problem != nil:
-		st.Phase, reason, message = v1alpha1.InstanceFailed, o.problem.reason, o.problem.message
-	case inst.Spec.Stopped && o.pod != nil:
-		st.Phase, reason, message = v1alpha1.InstanceStopping, ReasonStopping, "the Pod is being deleted"
-	case inst.Spec.Stopped:
+	case inst.Spec.Stopped && o.pod == nil:
+		// Whatever else is wrong, no Pod is left: Budgets release the
+		// cards of a stopped Instance on this phase.
 		st.Phase, reason, message = v1alpha1.InstanceStopped, ReasonStopped, "stopped; start it with the instances/start subresource"
 		st.NodeName, st.PodIPs, st.HostIPs, st.StartTime = "", nil, nil, nil
+	case o.problem != nil:
+		st.Phase, reason, message = v1alpha1.InstanceFailed, o.problem.reason, o.problem.message
+	case inst.Spec.Stopped:
+		st.Phase, reason, message = v1alpha1.InstanceStopping, ReasonStopping, "the Pod is being deleted"
 	case o.claimWait != "" && o.pod == nil:
 		st.Phase, reason, message = v1alpha1.InstancePending, ReasonClaimNotAttached, o.claimWait
 	case o.rebuilding != "":

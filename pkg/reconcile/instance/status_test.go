@@ -135,6 +135,19 @@ func TestComputeStatusPhase(t *testing.T) {
 		setup:     func(i *v1alpha1.Instance) { i.Spec.Stopped = true },
 		wantPhase: v1alpha1.InstanceStopped, wantReason: ReasonStopped, wantMessage: "stopped; start it with the instances/start subresource",
 	}, {
+		// Budgets release a stopped Instance's cards on Stopped: it must
+		// not wait on a problem, nor come while a Pod remains.
+		name:      "stopped with a problem and no Pod",
+		setup:     func(i *v1alpha1.Instance) { i.Spec.Stopped = true },
+		problem:   conflict,
+		wantPhase: v1alpha1.InstanceStopped, wantReason: ReasonStopped, wantMessage: "stopped; start it with the instances/start subresource",
+	}, {
+		name:      "stopped with a problem while the Pod is there",
+		setup:     func(i *v1alpha1.Instance) { i.Spec.Stopped = true },
+		pod:       podOn(corev1.PodRunning, scheduled(), ready()),
+		problem:   conflict,
+		wantPhase: v1alpha1.InstanceFailed, wantReason: ReasonNameConflict, wantMessage: "Pod tenant-a/train already exists",
+	}, {
 		name:      "being deleted, whatever else is true",
 		setup:     func(i *v1alpha1.Instance) { i.DeletionTimestamp = &started },
 		pod:       podOn(corev1.PodRunning, scheduled(), ready()),

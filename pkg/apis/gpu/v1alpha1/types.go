@@ -635,6 +635,10 @@ const (
 // together: all of them on one node, or none.
 const ClaimSetLabel = "gpu.kiln.dev/claim-set"
 
+// InstanceFinalizer keeps a deleted Instance, as Deleting, until its Pod
+// and Service are gone. kiln-controller adds it before it makes a Pod.
+const InstanceFinalizer = "gpu.kiln.dev/instance-controller"
+
 // ClaimFinalizer keeps a deleted Claim until its holder Pod is gone and no
 // running Instance uses it.
 const ClaimFinalizer = "gpu.kiln.dev/claim"
@@ -704,7 +708,8 @@ type Budget struct {
 }
 
 // BudgetResourceName is a key of a Budget: "accelerators",
-// "accelerator-memory", "instances", or "accelerators.<instancetype>".
+// "accelerator-memory", "instances", "nodeports", or
+// "accelerators.<instancetype>".
 type BudgetResourceName string
 
 const (
@@ -712,8 +717,11 @@ const (
 	BudgetAccelerators BudgetResourceName = "accelerators"
 	// BudgetAcceleratorMemory counts accelerator memory.
 	BudgetAcceleratorMemory BudgetResourceName = "accelerator-memory"
-	// BudgetInstances counts Instances that are not stopped.
+	// BudgetInstances counts Instances, stopped ones too: a stopped
+	// Instance keeps its Service, node ports and workspace.
 	BudgetInstances BudgetResourceName = "instances"
+	// BudgetNodePorts counts the node ports of Instances, stopped ones too.
+	BudgetNodePorts BudgetResourceName = "nodeports"
 	// BudgetAcceleratorsPerTypePrefix prefixes a per-type card count, "accelerators.<instancetype>".
 	BudgetAcceleratorsPerTypePrefix = "accelerators."
 )
@@ -724,7 +732,9 @@ type BudgetResourceList map[BudgetResourceName]resource.Quantity
 // BudgetSpec holds the limits.
 type BudgetSpec struct {
 	// hard limits by key: "accelerators" (cards; slices and partitions count
-	// as their share of a card), "accelerator-memory", "instances", and
+	// as the larger of their memory and compute share of a card),
+	// "accelerator-memory", "instances" (stopped ones too), "nodeports"
+	// (ports of Instances, stopped ones too), and
 	// "accelerators.<instancetype>" for one type.
 	// +optional
 	Hard BudgetResourceList `json:"hard,omitempty"`

@@ -18,6 +18,7 @@ var supportedBudgetKeys = []string{
 	string(gpu.BudgetAccelerators),
 	string(gpu.BudgetAcceleratorMemory),
 	string(gpu.BudgetInstances),
+	string(gpu.BudgetNodePorts),
 	gpu.BudgetAcceleratorsPerTypePrefix + "<instancetype>",
 }
 
@@ -78,8 +79,13 @@ func validateBudgetResourceList(list gpu.BudgetResourceList, fldPath *field.Path
 			continue
 		}
 		allErrs = append(allErrs, validateNonnegativeQuantity(q, keyPath)...)
-		if gpu.BudgetResourceName(k) == gpu.BudgetInstances && q.Sign() >= 0 && !isWhole(q) {
-			allErrs = append(allErrs, field.Invalid(keyPath, q.String(), "must be a whole number of Instances, e.g. 4"))
+		if q.Sign() >= 0 && !isWhole(q) {
+			switch gpu.BudgetResourceName(k) {
+			case gpu.BudgetInstances:
+				allErrs = append(allErrs, field.Invalid(keyPath, q.String(), "must be a whole number of Instances, e.g. 4"))
+			case gpu.BudgetNodePorts:
+				allErrs = append(allErrs, field.Invalid(keyPath, q.String(), "must be a whole number of node ports, e.g. 16"))
+			}
 		}
 	}
 	return allErrs
@@ -87,7 +93,7 @@ func validateBudgetResourceList(list gpu.BudgetResourceList, fldPath *field.Path
 
 func validateBudgetKey(k string, keyPath *field.Path) field.ErrorList {
 	switch gpu.BudgetResourceName(k) {
-	case gpu.BudgetAccelerators, gpu.BudgetAcceleratorMemory, gpu.BudgetInstances:
+	case gpu.BudgetAccelerators, gpu.BudgetAcceleratorMemory, gpu.BudgetInstances, gpu.BudgetNodePorts:
 		return nil
 	}
 	typeName, ok := strings.CutPrefix(k, gpu.BudgetAcceleratorsPerTypePrefix)

@@ -36,6 +36,7 @@ func TestValidateBudget(t *testing.T) {
 		}},
 		{name: "fractional accelerators count slices", mutate: func(o *gpu.Budget) { o.Spec.Hard[gpu.BudgetAccelerators] = qty("1500m") }},
 		{name: "instances with a suffix", mutate: func(o *gpu.Budget) { o.Spec.Hard[gpu.BudgetInstances] = qty("1k") }},
+		{name: "nodeports", mutate: func(o *gpu.Budget) { o.Spec.Hard[gpu.BudgetNodePorts] = qty("16") }},
 
 		{name: "namespace missing", mutate: func(o *gpu.Budget) { o.Namespace = "" },
 			want: field.ErrorList{{Type: field.ErrorTypeRequired, Field: "metadata.namespace"}}},
@@ -65,6 +66,8 @@ func TestValidateBudget(t *testing.T) {
 		}},
 		{name: "instances fractional", mutate: func(o *gpu.Budget) { o.Spec.Hard[gpu.BudgetInstances] = qty("1500m") },
 			want: field.ErrorList{{Type: field.ErrorTypeInvalid, Field: "spec.hard[instances]"}}},
+		{name: "nodeports fractional", mutate: func(o *gpu.Budget) { o.Spec.Hard[gpu.BudgetNodePorts] = qty("1500m") },
+			want: field.ErrorList{{Type: field.ErrorTypeInvalid, Field: "spec.hard[nodeports]"}}},
 		{name: "instances decimal", mutate: func(o *gpu.Budget) { o.Spec.Hard[gpu.BudgetInstances] = qty("2.5") },
 			want: field.ErrorList{{Type: field.ErrorTypeInvalid, Field: "spec.hard[instances]"}}},
 		{name: "instances negative is reported once", mutate: func(o *gpu.Budget) { o.Spec.Hard[gpu.BudgetInstances] = qty("-1.5") },

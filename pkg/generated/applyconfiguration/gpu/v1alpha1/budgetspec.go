@@ -28,7 +28,9 @@ import (
 // BudgetSpec holds the limits.
 type BudgetSpecApplyConfiguration struct {
 	// hard limits by key: "accelerators" (cards; slices and partitions count
-	// as their share of a card), "accelerator-memory", "instances", and
+	// as the larger of their memory and compute share of a card),
+	// "accelerator-memory", "instances" (stopped ones too), "nodeports"
+	// (ports of Instances, stopped ones too), and
 	// "accelerators.<instancetype>" for one type.
 	Hard *gpuv1alpha1.BudgetResourceList `json:"hard,omitempty"`
 }
