@@ -20,6 +20,7 @@ import (
 	"kiln.dev/kiln/pkg/admission/instanceprivilege"
 	"kiln.dev/kiln/pkg/admission/instancesizing"
 	"kiln.dev/kiln/pkg/admission/instancetypeaccess"
+	"kiln.dev/kiln/pkg/admission/kilnfinalizers"
 	"kiln.dev/kiln/pkg/generated/clientset/versioned"
 	informers "kiln.dev/kiln/pkg/generated/informers/externalversions"
 	budgetloop "kiln.dev/kiln/pkg/reconcile/budget"
@@ -33,6 +34,7 @@ var KilnPlugins = []string{
 	instancesizing.PluginName,
 	instancetypeaccess.PluginName,
 	instanceprivilege.PluginName,
+	kilnfinalizers.PluginName,
 	claimattach.PluginName,
 	budget.PluginName,
 }
@@ -41,6 +43,7 @@ func registerKilnPlugins(plugins *admission.Plugins) {
 	instancesizing.Register(plugins)
 	instancetypeaccess.Register(plugins)
 	instanceprivilege.Register(plugins)
+	kilnfinalizers.Register(plugins)
 	claimattach.Register(plugins)
 	budget.Register(plugins)
 }

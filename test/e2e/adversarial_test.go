@@ -192,7 +192,7 @@ func TestAdversarialCharges(t *testing.T) {
 		mustKubectl(t, admin(), "", "delete", "budget", "late", "-n", ns)
 	})
 
-	t.Run("class 2: a stopped Instance is charged until its Pod is gone", func(t *testing.T) {
+	t.Run("class 2: a stopped or deleted Instance is charged until its Pod is gone", func(t *testing.T) {
 		budget(t, ns, "one-l4", "accelerators.l4: \"1\"")
 		mustKubectl(t, kc, instance("first", ns, "l4", "busybox:1"), "create", "-f", "-")
 		t.Cleanup(func() {
@@ -230,6 +230,14 @@ func TestAdversarialCharges(t *testing.T) {
 				t.Fatalf("a second card while the stopped Instance's Pod is still Terminating: %v; want refused with %q", err, full)
 			}
 			time.Sleep(100 * time.Millisecond)
+		}
+		// Nor can the tenant cut that short by deleting the Instance and
+		// taking kiln-controller's finalizer off it.
+		mustKubectl(t, kc, "", "delete", "instance", "first", "-n", ns, "--wait=false")
+		refused(t, "", `instances.gpu.kiln.dev "first" is forbidden: metadata.finalizers: removing gpu.kiln.dev/instance-controller needs "update" on instances/finalizers, which user "tenant-a" does not have`,
+			"patch", "instance", "first", "-n", ns, "--type=merge", "-p", `{"metadata":{"finalizers":null}}`)
+		if _, err := gpuClient.GpuV1alpha1().Instances(ns).Create(context.Background(), second, metav1.CreateOptions{}); !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), full) {
+			t.Fatalf("a second card while the deleted Instance's Pod is still Terminating: %v; want refused with %q", err, full)
 		}
 		// Once the Pod is gone the card is free, and not before.
 		release()

@@ -1,0 +1,113 @@
+// Package kilnfinalizers is the KilnFinalizers admission plugin: only
+// those allowed to update <resource>/finalizers may take kiln-controller's
+// finalizer off an Instance or a Claim.
+//
+// The finalizers keep a deleted Instance, and its charge, until its Pod is
+// gone, and a deleted Claim until its holder Pod is gone and no Instance
+// runs on it. The edit role may update Instances and Claims, metadata
+// included; without this check a tenant could delete an Instance, remove
+// the finalizer, and have the Budget release cards its Pod still holds.
+// kiln-controller's ClusterRole has instances/finalizers and
+// claims/finalizers; cluster admins have every verb, and so keep the
+// escape hatch of removing a finalizer by hand.
+package kilnfinalizers
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"slices"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apiserver/pkg/admission"
+	genericinit "k8s.io/apiserver/pkg/admission/initializer"
+	"k8s.io/apiserver/pkg/authorization/authorizer"
+
+	"kiln.dev/kiln/pkg/apis/gpu"
+)
+
+// PluginName is the name of the plugin in --enable-admission-plugins.
+const PluginName = "KilnFinalizers"
+
+// guarded is kiln-controller's finalizer of each resource, and what it
+// waits for, for the refusal.
+var guarded = map[string]struct{ finalizer, waitsFor string }{
+	"instances": {gpu.InstanceFinalizer, "once the Instance's Pod and Service are gone"},
+	"claims":    {gpu.ClaimFinalizer, "once the Claim's holder Pod is gone and no Instance runs on it"},
+}
+
+// Register registers the plugin.
+func Register(plugins *admission.Plugins) {
+	plugins.Register(PluginName, func(io.Reader) (admission.Interface, error) { return New(), nil })
+}
+
+// Plugin asks the authorizer before a guarded finalizer goes.
+type Plugin struct {
+	*admission.Handler
+	authz authorizer.Authorizer
+}
+
+var (
+	_ admission.ValidationInterface = &Plugin{}
+	_ genericinit.WantsAuthorizer   = &Plugin{}
+)
+
+// New returns the plugin.
+func New() *Plugin {
+	return &Plugin{Handler: admission.NewHandler(admission.Update)}
+}
+
+// SetAuthorizer takes the server's authorizer.
+func (p *Plugin) SetAuthorizer(a authorizer.Authorizer) { p.authz = a }
+
+// ValidateInitialization checks the plugin got an authorizer.
+func (p *Plugin) ValidateInitialization() error {
+	if p.authz == nil {
+		return fmt.Errorf("%s needs an authorizer", PluginName)
+	}
+	return nil
+}
+
+// Validate refuses an update that removes a guarded finalizer unless the
+// requester may update <resource>/finalizers.
+func (p *Plugin) Validate(ctx context.Context, a admission.Attributes, _ admission.ObjectInterfaces) error {
+	g, ok := guarded[a.GetResource().Resource]
+	if !ok || a.GetResource().Group != gpu.GroupName || a.GetOldObject() == nil {
+		return nil
+	}
+	oldMeta, err := meta.Accessor(a.GetOldObject())
+	if err != nil {
+		return apierrors.NewBadRequest(err.Error())
+	}
+	newMeta, err := meta.Accessor(a.GetObject())
+	if err != nil {
+		return apierrors.NewBadRequest(err.Error())
+	}
+	if !slices.Contains(oldMeta.GetFinalizers(), g.finalizer) || slices.Contains(newMeta.GetFinalizers(), g.finalizer) {
+		return nil
+	}
+	decision, why, err := p.authz.Authorize(ctx, authorizer.AttributesRecord{
+		User:            a.GetUserInfo(),
+		Verb:            "update",
+		APIGroup:        gpu.GroupName,
+		APIVersion:      a.GetResource().Version,
+		Resource:        a.GetResource().Resource,
+		Subresource:     "finalizers",
+		Namespace:       a.GetNamespace(),
+		Name:            a.GetName(),
+		ResourceRequest: true,
+	})
+	if decision == authorizer.DecisionAllow {
+		return nil
+	}
+	if err != nil {
+		return apierrors.NewInternalError(fmt.Errorf("asking whether %q may update %s/finalizers: %w", a.GetUserInfo().GetName(), a.GetResource().Resource, err))
+	}
+	msg := fmt.Sprintf("metadata.finalizers: removing %s needs \"update\" on %s/finalizers, which user %q does not have; kiln-controller removes it %s: delete the object and wait",
+		g.finalizer, a.GetResource().Resource, a.GetUserInfo().GetName(), g.waitsFor)
+	if why != "" {
+		msg += " (" + why + ")"
+	}
+	return admission.NewForbidden(a, fmt.Errorf("%s", msg))
+}

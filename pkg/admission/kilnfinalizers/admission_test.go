@@ -1,0 +1,112 @@
+package kilnfinalizers
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"testing"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apiserver/pkg/admission"
+	"k8s.io/apiserver/pkg/authentication/user"
+	"k8s.io/apiserver/pkg/authorization/authorizer"
+
+	"kiln.dev/kiln/pkg/apis/gpu"
+)
+
+func TestValidateInitialization(t *testing.T) {
+	p := New()
+	if err := p.ValidateInitialization(); err == nil || err.Error() != "KilnFinalizers needs an authorizer" {
+		t.Errorf("error %v", err)
+	}
+}
+
+// allowFinalizers lets only kiln-controller update */finalizers, and
+// records what it was asked.
+func allowFinalizers(asked *[]authorizer.Attributes) authorizer.Authorizer {
+	return authorizer.AuthorizerFunc(func(_ context.Context, a authorizer.Attributes) (authorizer.Decision, string, error) {
+		*asked = append(*asked, a)
+		if a.GetUser().GetName() == "system:serviceaccount:kiln-system:kiln-controller" && a.GetVerb() == "update" && a.GetSubresource() == "finalizers" {
+			return authorizer.DecisionAllow, "", nil
+		}
+		return authorizer.DecisionNoOpinion, "", nil
+	})
+}
+
+func TestValidate(t *testing.T) {
+	const tenant, controller = "tenant-a", "system:serviceaccount:kiln-system:kiln-controller"
+	instance := func(finalizers ...string) runtime.Object {
+		return &gpu.Instance{ObjectMeta: metav1.ObjectMeta{Name: "train", Namespace: "team-a", Finalizers: finalizers}}
+	}
+	claim := func(finalizers ...string) runtime.Object {
+		return &gpu.Claim{ObjectMeta: metav1.ObjectMeta{Name: "hold", Namespace: "team-a", Finalizers: finalizers}}
+	}
+	for _, tc := range []struct {
+		name        string
+		resource    string
+		subresource string
+		old, obj    runtime.Object
+		user        string
+		wantAsked   bool
+		wantErr     string
+	}{
+		{name: "a tenant removing the Instance finalizer", resource: "instances", user: tenant,
+			old: instance(gpu.InstanceFinalizer, "team/keep"), obj: instance("team/keep"), wantAsked: true,
+			wantErr: `instances.gpu.kiln.dev "train" is forbidden: metadata.finalizers: removing gpu.kiln.dev/instance-controller needs "update" on instances/finalizers, which user "tenant-a" does not have; kiln-controller removes it once the Instance's Pod and Service are gone: delete the object and wait`},
+		{name: "a tenant removing the Claim finalizer", resource: "claims", user: tenant,
+			old: claim(gpu.ClaimFinalizer), obj: claim(), wantAsked: true,
+			wantErr: `claims.gpu.kiln.dev "hold" is forbidden: metadata.finalizers: removing gpu.kiln.dev/claim needs "update" on claims/finalizers, which user "tenant-a" does not have; kiln-controller removes it once the Claim's holder Pod is gone and no Instance runs on it: delete the object and wait`},
+		{name: "kiln-controller removing it", resource: "instances", user: controller,
+			old: instance(gpu.InstanceFinalizer), obj: instance(), wantAsked: true},
+		{name: "a tenant removing their own finalizer", resource: "instances", user: tenant,
+			old: instance(gpu.InstanceFinalizer, "team/keep"), obj: instance(gpu.InstanceFinalizer)},
+		{name: "a tenant adding one", resource: "instances", user: tenant,
+			old: instance(), obj: instance(gpu.InstanceFinalizer)},
+		{name: "an update that keeps it", resource: "claims", user: tenant,
+			old: claim(gpu.ClaimFinalizer), obj: claim(gpu.ClaimFinalizer)},
+		{name: "budgets have no guarded finalizer", resource: "budgets", user: tenant,
+			old: instance(gpu.InstanceFinalizer), obj: instance()},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var asked []authorizer.Attributes
+			p := New()
+			p.SetAuthorizer(allowFinalizers(&asked))
+			m, _ := tc.obj.(metav1.Object)
+			a := admission.NewAttributesRecord(tc.obj, tc.old, gpu.Kind("Instance").WithVersion("v1alpha1"), "team-a", m.GetName(),
+				gpu.Resource(tc.resource).WithVersion("v1alpha1"), tc.subresource, admission.Update, &metav1.UpdateOptions{}, false,
+				&user.DefaultInfo{Name: tc.user})
+			err := p.Validate(context.Background(), a, nil)
+			switch {
+			case tc.wantErr == "" && err != nil:
+				t.Fatalf("refused: %v", err)
+			case tc.wantErr != "" && (err == nil || err.Error() != tc.wantErr || !apierrors.IsForbidden(err)):
+				t.Fatalf("error %v\nwant 403 %s", err, tc.wantErr)
+			}
+			if got := len(asked) > 0; got != tc.wantAsked {
+				t.Fatalf("authorizer asked: %v, want %v", got, tc.wantAsked)
+			}
+			if tc.wantAsked {
+				if a := asked[0]; a.GetResource() != tc.resource || a.GetSubresource() != "finalizers" || a.GetVerb() != "update" || a.GetNamespace() != "team-a" {
+					t.Errorf("asked %+v", a)
+				}
+			}
+		})
+	}
+}
+
+func TestValidateAuthorizerError(t *testing.T) {
+	p := New()
+	p.SetAuthorizer(authorizer.AuthorizerFunc(func(context.Context, authorizer.Attributes) (authorizer.Decision, string, error) {
+		return authorizer.DecisionNoOpinion, "", errors.New("webhook down")
+	}))
+	old := &gpu.Instance{ObjectMeta: metav1.ObjectMeta{Name: "train", Namespace: "team-a", Finalizers: []string{gpu.InstanceFinalizer}}}
+	obj := &gpu.Instance{ObjectMeta: metav1.ObjectMeta{Name: "train", Namespace: "team-a"}}
+	a := admission.NewAttributesRecord(obj, old, gpu.Kind("Instance").WithVersion("v1alpha1"), "team-a", "train",
+		gpu.Resource("instances").WithVersion("v1alpha1"), "", admission.Update, &metav1.UpdateOptions{}, false, &user.DefaultInfo{Name: "tenant-a"})
+	var status apierrors.APIStatus
+	if err := p.Validate(context.Background(), a, nil); !errors.As(err, &status) || status.Status().Code != http.StatusInternalServerError {
+		t.Fatalf("error %v, want 500", err)
+	}
+}
