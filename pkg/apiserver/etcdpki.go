@@ -15,30 +15,49 @@ import (
 	"time"
 )
 
-// etcdPKI is the credential of the standalone server's embedded etcd: a
-// CA of its own, the serving certificate of etcd's loopback listeners, and
-// the one client certificate that may talk to them, the server's. Without
-// it any local user could read and write Kiln's objects through etcd,
-// around the admin token.
-type etcdPKI struct {
+// EtcdPKI is the credential of an etcd that only Kiln's API server may
+// talk to: a CA of its own, etcd's serving certificate, and the one client
+// certificate it accepts, the server's. The standalone server keeps one
+// for its embedded etcd, so that no local user can read Kiln's objects
+// around the admin token; `kiln-apiserver etcd-pki` writes one for the
+// etcd StatefulSet of artifacts/deploy.
+//
+// Its layout is that of two Kubernetes Secrets: server/ and client/ each
+// hold ca.crt, tls.crt and tls.key, so `kubectl create secret generic
+// --from-file=DIR/server` makes the Secret the StatefulSet mounts. The CA's
+// key is not kept: to rotate, write a new set and replace both Secrets.
+type EtcdPKI struct {
 	CAFile, ServerCertFile, ServerKeyFile, ClientCertFile, ClientKeyFile string
 }
 
-// loadOrCreateEtcdPKI keeps the credential in dir (0700, keys 0600), so a
-// restart with the same data directory finds it.
-func loadOrCreateEtcdPKI(dir string) (etcdPKI, error) {
-	p := etcdPKI{
-		CAFile:         filepath.Join(dir, "ca.crt"),
-		ServerCertFile: filepath.Join(dir, "server.crt"),
-		ServerKeyFile:  filepath.Join(dir, "server.key"),
-		ClientCertFile: filepath.Join(dir, "client.crt"),
-		ClientKeyFile:  filepath.Join(dir, "client.key"),
+func etcdPKIIn(dir string) EtcdPKI {
+	return EtcdPKI{
+		CAFile:         filepath.Join(dir, "server", "ca.crt"),
+		ServerCertFile: filepath.Join(dir, "server", "tls.crt"),
+		ServerKeyFile:  filepath.Join(dir, "server", "tls.key"),
+		ClientCertFile: filepath.Join(dir, "client", "tls.crt"),
+		ClientKeyFile:  filepath.Join(dir, "client", "tls.key"),
 	}
+}
+
+// loadOrCreateEtcdPKI keeps the standalone server's credential in dir, so
+// a restart with the same data directory finds it.
+func loadOrCreateEtcdPKI(dir string) (EtcdPKI, error) {
+	p := etcdPKIIn(dir)
 	if allExist(p.CAFile, p.ServerCertFile, p.ServerKeyFile, p.ClientCertFile, p.ClientKeyFile) {
 		return p, nil
 	}
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return p, err
+	return WriteEtcdPKI(dir, []string{"localhost", "127.0.0.1"})
+}
+
+// WriteEtcdPKI writes a new credential to dir (0700, keys 0600), etcd's
+// serving certificate valid for hosts (DNS names or IP addresses).
+func WriteEtcdPKI(dir string, hosts []string) (EtcdPKI, error) {
+	p := etcdPKIIn(dir)
+	for _, d := range []string{dir, filepath.Dir(p.ServerCertFile), filepath.Dir(p.ClientCertFile)} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return p, err
+		}
 	}
 	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
@@ -47,7 +66,7 @@ func loadOrCreateEtcdPKI(dir string) (etcdPKI, error) {
 	now := time.Now()
 	caTemplate := &x509.Certificate{
 		SerialNumber:          big.NewInt(1),
-		Subject:               pkix.Name{CommonName: "kiln-standalone-etcd-ca"},
+		Subject:               pkix.Name{CommonName: "kiln-etcd-ca"},
 		NotBefore:             now.Add(-time.Hour),
 		NotAfter:              now.AddDate(10, 0, 0),
 		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
@@ -76,11 +95,16 @@ func loadOrCreateEtcdPKI(dir string) (etcdPKI, error) {
 			ExtKeyUsage:  []x509.ExtKeyUsage{usage},
 		}
 		if usage == x509.ExtKeyUsageServerAuth {
-			// etcd's own loopback client, used by the server for itself,
-			// must trust it too.
+			// etcd's gRPC gateway dials etcd itself with the serving
+			// certificate as its client certificate.
 			tmpl.ExtKeyUsage = append(tmpl.ExtKeyUsage, x509.ExtKeyUsageClientAuth)
-			tmpl.IPAddresses = []net.IP{net.ParseIP("127.0.0.1")}
-			tmpl.DNSNames = []string{"localhost"}
+			for _, h := range hosts {
+				if ip := net.ParseIP(h); ip != nil {
+					tmpl.IPAddresses = append(tmpl.IPAddresses, ip)
+				} else {
+					tmpl.DNSNames = append(tmpl.DNSNames, h)
+				}
+			}
 		}
 		der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
 		if err != nil {
@@ -95,13 +119,17 @@ func loadOrCreateEtcdPKI(dir string) (etcdPKI, error) {
 		}
 		return writePEM(keyFile, "EC PRIVATE KEY", keyDER, 0o600)
 	}
-	if err := issue(2, "kiln-standalone-etcd", x509.ExtKeyUsageServerAuth, p.ServerCertFile, p.ServerKeyFile); err != nil {
+	if err := issue(2, "kiln-etcd", x509.ExtKeyUsageServerAuth, p.ServerCertFile, p.ServerKeyFile); err != nil {
 		return p, fmt.Errorf("etcd serving certificate: %w", err)
 	}
 	if err := issue(3, "kiln-apiserver", x509.ExtKeyUsageClientAuth, p.ClientCertFile, p.ClientKeyFile); err != nil {
 		return p, fmt.Errorf("etcd client certificate: %w", err)
 	}
-	// The CA last: its presence says the set is complete.
+	// The client trusts etcd by the same CA. The server's CA goes last:
+	// its presence says the set is complete.
+	if err := writePEM(filepath.Join(filepath.Dir(p.ClientCertFile), "ca.crt"), "CERTIFICATE", caDER, 0o644); err != nil {
+		return p, err
+	}
 	return p, writePEM(p.CAFile, "CERTIFICATE", caDER, 0o644)
 }
 

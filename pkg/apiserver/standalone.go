@@ -163,7 +163,7 @@ func (s *StandaloneOptions) EtcdClientURL() string { return s.etcdURL }
 // startEtcd runs a single-member etcd on loopback that serves TLS and
 // takes only clients with a certificate of pki's CA, on its client and its
 // peer listener alike.
-func startEtcd(ctx context.Context, dir string, pki etcdPKI) (*embed.Etcd, string, error) {
+func startEtcd(ctx context.Context, dir string, pki EtcdPKI) (*embed.Etcd, string, error) {
 	ports, err := freePorts(2)
 	if err != nil {
 		return nil, "", err

@@ -26,19 +26,19 @@ func TestStandaloneEtcdNeedsTheCredential(t *testing.T) {
 		t.Fatalf("embedded etcd at %q, want https on loopback", server.EtcdURL)
 	}
 	pki := filepath.Join(server.DataDir, "etcd-pki")
-	caPEM, err := os.ReadFile(filepath.Join(pki, "ca.crt"))
+	caPEM, err := os.ReadFile(filepath.Join(pki, "client", "ca.crt"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	roots := x509.NewCertPool()
 	if !roots.AppendCertsFromPEM(caPEM) {
-		t.Fatal("no CA in etcd-pki/ca.crt")
+		t.Fatal("no CA in etcd-pki/client/ca.crt")
 	}
-	clientCert, err := tls.LoadX509KeyPair(filepath.Join(pki, "client.crt"), filepath.Join(pki, "client.key"))
+	clientCert, err := tls.LoadX509KeyPair(filepath.Join(pki, "client", "tls.crt"), filepath.Join(pki, "client", "tls.key"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if fi, err := os.Stat(filepath.Join(pki, "client.key")); err != nil || fi.Mode().Perm() != 0o600 {
+	if fi, err := os.Stat(filepath.Join(pki, "client", "tls.key")); err != nil || fi.Mode().Perm() != 0o600 {
 		t.Fatalf("client key %v, mode %v; want 0600", err, fi.Mode().Perm())
 	}
 	hostPort := strings.TrimPrefix(server.EtcdURL, "https://")
