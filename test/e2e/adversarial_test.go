@@ -9,6 +9,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -335,4 +336,51 @@ spec:
 		hoard = strings.Replace(hoard, "accelerators: 1", "accelerators: 0", 1) + "  ports:\n" + ports.String()
 		refused(t, hoard, "spec.ports: Too many: 9: must have at most 8 items", "create", "-f", "-")
 	})
+}
+
+// TestPodReasonsCannotWedgeStatus (class 8): a Pod's reason is copied
+// into the Instance's Ready condition, whose reason has a strict format
+// and whose message a length limit. A Pod failing with a reason such as
+// the kubelet's "OutOfnvidia.com/gpu" and a message far over the limit
+// (set here as the kubelet would, through kwok's status override) still
+// reaches the tenant as a Failed Instance with a sanitised reason and a
+// truncated message, instead of a status write refused forever.
+func TestPodReasonsCannotWedgeStatus(t *testing.T) {
+	ns := "e2e-reasons"
+	controllerNamespace(t, ns)
+	cs, _ := adminClients(t)
+	ctx := context.Background()
+	mustKubectl(t, tenant(tenantA), cpuInstance("wedge", ns, "cpu"), "create", "-f", "-")
+	waitInstance(t, ns, "wedge", 90*time.Second, "Ready", phaseIs(gpuv1.InstanceReady))
+
+	pod, err := cs.CoreV1().Pods(ns).Get(ctx, "wedge", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pod.Annotations[localcluster.CustomStatusAnnotation] = "custom"
+	if pod, err = cs.CoreV1().Pods(ns).Update(ctx, pod, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	pod.Status.Phase, pod.Status.Reason = corev1.PodFailed, "OutOfnvidia.com/gpu"
+	pod.Status.Message = "Node didn't have enough resource: nvidia.com/gpu " + strings.Repeat("x", 40*1024)
+	if _, err := cs.CoreV1().Pods(ns).UpdateStatus(ctx, pod, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	// As the tenant reads it.
+	instances := tenantKiln(t, tenantA).GpuV1alpha1().Instances(ns)
+	inst := waitFor(t, "instance wedge: Failed with the Pod's reason", 60*time.Second,
+		func(ctx context.Context) (*gpuv1.Instance, error) {
+			return instances.Get(ctx, "wedge", metav1.GetOptions{})
+		},
+		func(i *gpuv1.Instance) bool { return i.Status.Phase == gpuv1.InstanceFailed },
+		func(i *gpuv1.Instance) any { return i.Status.Phase })
+	c := meta.FindStatusCondition(inst.Status.Conditions, gpuv1.InstanceConditionReady)
+	if c == nil || c.Reason != "OutOfnvidia_com_gpu" {
+		t.Fatalf("Ready condition %+v, want reason OutOfnvidia_com_gpu", c)
+	}
+	const cut = "… (truncated)"
+	if len(c.Message) > 32*1024 || !strings.HasSuffix(c.Message, cut) || !strings.HasPrefix(c.Message, "Node didn't have enough resource: nvidia.com/gpu xxx") {
+		t.Errorf("Ready message of %d bytes ending %q; want the Pod's message cut to at most 32 KiB, ending %q", len(c.Message), c.Message[max(0, len(c.Message)-20):], cut)
+	}
 }
