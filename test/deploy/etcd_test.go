@@ -5,11 +5,7 @@ package deploy
 import (
 	"bufio"
 	"bytes"
-	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"errors"
-	"fmt"
 	"io"
 	"net"
 	"os"
@@ -19,14 +15,12 @@ import (
 	"testing"
 	"time"
 
-	clientv3 "go.etcd.io/etcd/client/v3"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
-	certutil "k8s.io/client-go/util/cert"
 
 	"kiln.dev/kiln/pkg/apiserver"
+	"kiln.dev/kiln/pkg/apiserver/testserver"
 )
 
 var root = filepath.Join("..", "..")
@@ -106,44 +100,11 @@ func TestEtcdTakesOnlyKilnsClientCertificate(t *testing.T) {
 	if s := flags["--etcd-servers"]; s != "https://kiln-etcd.kiln-system.svc:2379" {
 		t.Errorf("kiln-apiserver --etcd-servers=%q, want the StatefulSet's Service over https", s)
 	}
-	kilnTLS, err := tlsFrom(flags["--etcd-cafile"], flags["--etcd-certfile"], flags["--etcd-keyfile"])
+	kilnTLS, err := testserver.EtcdTLS(flags["--etcd-cafile"], flags["--etcd-certfile"], flags["--etcd-keyfile"])
 	if err != nil {
 		t.Fatalf("kiln-apiserver's etcd credential, from its Deployment's flags: %v", err)
 	}
-	roots := kilnTLS.RootCAs
-
-	read := func(ctx context.Context, endpoint string, cfg *tls.Config) error {
-		c, err := clientv3.New(clientv3.Config{Endpoints: []string{endpoint}, TLS: cfg, DialTimeout: 2 * time.Second})
-		if err != nil {
-			return err
-		}
-		defer c.Close()
-		ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
-		defer cancel()
-		_, err = c.Get(ctx, "/registry", clientv3.WithPrefix(), clientv3.WithKeysOnly(), clientv3.WithLimit(1))
-		return err
-	}
-	// Up once kiln-apiserver's credential reads.
-	if err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
-		return read(ctx, "https://"+client, kilnTLS) == nil, nil
-	}); err != nil {
-		t.Fatalf("kiln-apiserver's credential never read etcd: %v", read(context.Background(), "https://"+client, kilnTLS))
-	}
-	for _, tc := range []struct {
-		name     string
-		endpoint string
-		tls      *tls.Config
-	}{
-		{"plain HTTP", "http://" + client, nil},
-		{"TLS without a client certificate", "https://" + client, &tls.Config{RootCAs: roots}},
-		{"a certificate of another CA", "https://" + client, &tls.Config{RootCAs: roots, Certificates: []tls.Certificate{selfSigned(t)}}},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			if err := read(context.Background(), tc.endpoint, tc.tls); err == nil {
-				t.Fatal("read etcd without kiln-apiserver's client certificate")
-			}
-		})
-	}
+	testserver.CheckEtcdCredential(t, client, kilnTLS, 30*time.Second)
 }
 
 // decode reads the first object of kind from a manifest of artifacts/deploy.
@@ -201,22 +162,6 @@ func mountedSecrets(t *testing.T, pod corev1.PodSpec, container string, local ma
 	return out
 }
 
-func tlsFrom(caFile, certFile, keyFile string) (*tls.Config, error) {
-	ca, err := os.ReadFile(caFile)
-	if err != nil {
-		return nil, err
-	}
-	roots := x509.NewCertPool()
-	if !roots.AppendCertsFromPEM(ca) {
-		return nil, fmt.Errorf("no certificate in %s", caFile)
-	}
-	cert, err := tls.LoadX509KeyPair(certFile, keyFile)
-	if err != nil {
-		return nil, err
-	}
-	return &tls.Config{RootCAs: roots, Certificates: []tls.Certificate{cert}}, nil
-}
-
 func freePort(t *testing.T) string {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -225,18 +170,4 @@ func freePort(t *testing.T) string {
 	}
 	defer l.Close()
 	return l.Addr().String()
-}
-
-// selfSigned is a client certificate no etcd CA signed.
-func selfSigned(t *testing.T) tls.Certificate {
-	t.Helper()
-	certPEM, keyPEM, err := certutil.GenerateSelfSignedCertKey("intruder", nil, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := tls.X509KeyPair(certPEM, keyPEM)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
 }
