@@ -5,6 +5,9 @@ OUTPUT := _output
 BIN := $(OUTPUT)/bin
 GO_SOURCES := $(shell find cmd pkg -name '*.go' 2>/dev/null) go.mod go.sum
 TEST_SOURCES := $(shell find test -name '*.go' 2>/dev/null) test/go.mod test/go.sum
+# go-nvml's cgo bindings declare NVML's deprecated calls too; gcc would warn
+# about each of them on every build.
+export CGO_CFLAGS := -O2 -g -Wno-deprecated-declarations
 
 .PHONY: all build control-plane generate verify lint test unit integration e2e bench up down run clean
 
