@@ -2,7 +2,6 @@ package deviceplugin
 
 import (
 	"context"
-	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -10,91 +9,12 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
+
+	"kiln.dev/kiln/pkg/deviceplugin/kubeletstub"
 )
-
-// stubKubelet is the kubelet's side of the device plugin API: it serves
-// Registration on kubelet.sock in a directory of its own and calls the
-// plugins that register, as the kubelet's device manager does.
-type stubKubelet struct {
-	pluginapi.UnimplementedRegistrationServer
-	t          *testing.T
-	dir        string
-	srv        *grpc.Server
-	registered chan *pluginapi.RegisterRequest
-}
-
-func startStubKubelet(t *testing.T, dir string) *stubKubelet {
-	k := &stubKubelet{t: t, dir: dir, registered: make(chan *pluginapi.RegisterRequest, 16)}
-	k.serve()
-	t.Cleanup(func() { k.srv.Stop() })
-	return k
-}
-
-func (k *stubKubelet) serve() {
-	l, err := net.Listen("unix", filepath.Join(k.dir, KubeletSocketName))
-	if err != nil {
-		k.t.Fatal(err)
-	}
-	k.srv = grpc.NewServer()
-	pluginapi.RegisterRegistrationServer(k.srv, k)
-	go func() { _ = k.srv.Serve(l) }()
-}
-
-// restart does what a restarting kubelet does to the directory: every
-// socket in it goes, and its own comes back.
-func (k *stubKubelet) restart() {
-	k.srv.Stop()
-	entries, err := os.ReadDir(k.dir)
-	if err != nil {
-		k.t.Fatal(err)
-	}
-	for _, e := range entries {
-		if err := os.Remove(filepath.Join(k.dir, e.Name())); err != nil {
-			k.t.Fatal(err)
-		}
-	}
-	k.serve()
-}
-
-func (k *stubKubelet) Register(_ context.Context, r *pluginapi.RegisterRequest) (*pluginapi.Empty, error) {
-	if r.Version != pluginapi.Version {
-		return nil, status.Errorf(codes.InvalidArgument, "version %q", r.Version)
-	}
-	k.registered <- r
-	return &pluginapi.Empty{}, nil
-}
-
-// registrations waits for n registrations and returns them by resource.
-func (k *stubKubelet) registrations(n int) map[string]*pluginapi.RegisterRequest {
-	k.t.Helper()
-	out := map[string]*pluginapi.RegisterRequest{}
-	for len(out) < n {
-		select {
-		case r := <-k.registered:
-			out[r.ResourceName] = r
-		case <-time.After(30 * time.Second):
-			k.t.Fatalf("registered %v, want %d resources", out, n)
-		}
-	}
-	return out
-}
-
-// dial connects to a registered plugin as the kubelet does, by its
-// endpoint in the directory.
-func (k *stubKubelet) dial(r *pluginapi.RegisterRequest) pluginapi.DevicePluginClient {
-	k.t.Helper()
-	conn, err := grpc.NewClient("unix://"+filepath.Join(k.dir, r.Endpoint), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		k.t.Fatal(err)
-	}
-	k.t.Cleanup(func() { conn.Close() })
-	return pluginapi.NewDevicePluginClient(conn)
-}
 
 // Four cards, 0-2 and 1-3 linked by NVLink, and two MIG devices of card 3.
 const inventory = `devices:
@@ -124,7 +44,7 @@ func TestPluginAgainstStubKubelet(t *testing.T) {
 	if err := os.WriteFile(inv, []byte(inventory), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	kubelet := startStubKubelet(t, dir)
+	kubelet := kubeletstub.Start(t, dir)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error)
 	m := &Manager{Backend: &Static{Path: inv, Interval: 100 * time.Millisecond}, Dir: dir, CDI: true, CheckInterval: 100 * time.Millisecond}
@@ -136,12 +56,12 @@ func TestPluginAgainstStubKubelet(t *testing.T) {
 		}
 	})
 
-	regs := kubelet.registrations(2)
+	regs := kubelet.Registrations(2)
 	gpuReg, migReg := regs["nvidia.com/gpu"], regs["nvidia.com/mig-1g.10gb"]
 	if gpuReg == nil || migReg == nil || !gpuReg.Options.GetPreferredAllocationAvailable {
 		t.Fatalf("registrations %v", regs)
 	}
-	gpus := kubelet.dial(gpuReg)
+	gpus := kubelet.Dial(gpuReg)
 	opts, err := gpus.GetDevicePluginOptions(ctx, &pluginapi.Empty{})
 	if err != nil || !opts.GetPreferredAllocationAvailable || opts.PreStartRequired {
 		t.Fatalf("options %v, %v", opts, err)
@@ -158,7 +78,7 @@ func TestPluginAgainstStubKubelet(t *testing.T) {
 	if got := ids(first.Devices); !mapsEqual(got, want) {
 		t.Fatalf("ListAndWatch sent %v, want %v", got, want)
 	}
-	migStream, err := kubelet.dial(migReg).ListAndWatch(ctx, &pluginapi.Empty{})
+	migStream, err := kubelet.Dial(migReg).ListAndWatch(ctx, &pluginapi.Empty{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -211,9 +131,9 @@ func TestPluginAgainstStubKubelet(t *testing.T) {
 	}
 
 	// The kubelet restarts: both plugins register again, and serve.
-	kubelet.restart()
-	regs = kubelet.registrations(2)
-	again, err := kubelet.dial(regs["nvidia.com/gpu"]).ListAndWatch(ctx, &pluginapi.Empty{})
+	kubelet.Restart()
+	regs = kubelet.Registrations(2)
+	again, err := kubelet.Dial(regs["nvidia.com/gpu"]).ListAndWatch(ctx, &pluginapi.Empty{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -62,6 +62,7 @@ func NewCommand(ctx context.Context) *cobra.Command {
 			return Run(ctx, o)
 		},
 	}
+	cmd.AddCommand(newNodeCommand(ctx))
 	fs := cmd.Flags()
 	o.AddFlags(fs)
 	logsapi.AddFlags(o.Logs, fs)

@@ -1,0 +1,82 @@
+package deploy
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
+
+	"kiln.dev/kiln/pkg/deviceplugin/kubeletstub"
+)
+
+// TestNodeAgentRegistersWithTheKubelet: the node agent's DaemonSet, its
+// command run by the kiln-controller binary with the device-plugins
+// directory it mounts from the host, registers with a kubelet there and
+// serves the node's devices. The inventory stands in for NVML, which
+// needs a GPU.
+func TestNodeAgentRegistersWithTheKubelet(t *testing.T) {
+	bin := filepath.Join(root, "_output", "bin", "kiln-controller")
+	if _, err := os.Stat(bin); err != nil {
+		t.Fatalf("%v: build it with `make build`", err)
+	}
+	ds := decode[appsv1.DaemonSet](t, "node-agent.yaml", "DaemonSet")
+	pod := ds.Spec.Template.Spec
+	if pod.AutomountServiceAccountToken == nil || *pod.AutomountServiceAccountToken {
+		t.Error("the node agent talks only to the kubelet; it should mount no token")
+	}
+	c := pod.Containers[0]
+	hostPaths := map[string]string{}
+	for _, v := range pod.Volumes {
+		if v.HostPath != nil {
+			hostPaths[v.Name] = v.HostPath.Path
+		}
+	}
+	var mounted string
+	for _, m := range c.VolumeMounts {
+		if hostPaths[m.Name] == "/var/lib/kubelet/device-plugins" {
+			mounted = m.MountPath
+		}
+	}
+	// The agent looks where its flag's default says.
+	if mounted != strings.TrimSuffix(pluginapi.DevicePluginPath, "/") {
+		t.Fatalf("the kubelet's device-plugins directory is mounted at %q, want %s", mounted, pluginapi.DevicePluginPath)
+	}
+
+	dir, inv := t.TempDir(), filepath.Join(t.TempDir(), "inventory.yaml")
+	if err := os.WriteFile(inv, []byte("devices:\n- {uuid: GPU-0, resource: nvidia.com/gpu}\n- {uuid: GPU-1, resource: nvidia.com/gpu}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	kubelet := kubeletstub.Start(t, dir)
+	args := append(append([]string(nil), c.Args...), "--device-plugin-dir="+dir, "--inventory="+inv)
+	var logs bytes.Buffer
+	cmd := exec.Command(bin, args...)
+	cmd.Stdout, cmd.Stderr = &logs, &logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		if t.Failed() {
+			t.Logf("kiln-controller %v:\n%s", args, logs.String())
+		}
+	})
+	reg := kubelet.Registrations(1)["nvidia.com/gpu"]
+	if reg == nil {
+		t.Fatal("no registration of nvidia.com/gpu")
+	}
+	stream, err := kubelet.Dial(reg).ListAndWatch(context.Background(), &pluginapi.Empty{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	list, err := stream.Recv()
+	if err != nil || len(list.Devices) != 2 {
+		t.Fatalf("ListAndWatch: %v, %v; want GPU-0 and GPU-1", list, err)
+	}
+}
