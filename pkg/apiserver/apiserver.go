@@ -19,6 +19,7 @@ import (
 	claimstorage "kiln.dev/kiln/pkg/registry/gpu/claim/storage"
 	instancestorage "kiln.dev/kiln/pkg/registry/gpu/instance/storage"
 	instancetypestorage "kiln.dev/kiln/pkg/registry/gpu/instancetype/storage"
+	nodedevicesstorage "kiln.dev/kiln/pkg/registry/gpu/nodedevices/storage"
 )
 
 // Config is the configuration of a Kiln API server.
@@ -119,6 +120,10 @@ func NewStorage(optsGetter generic.RESTOptionsGetter, instanceOpts instancestora
 	if err != nil {
 		return nil, fmt.Errorf("budgets storage: %w", err)
 	}
+	nodeDevices, err := nodedevicesstorage.NewStorage(Scheme, optsGetter)
+	if err != nil {
+		return nil, fmt.Errorf("nodedevices storage: %w", err)
+	}
 	return map[string]rest.Storage{
 		"instances":            instances.Instance,
 		"instances/status":     instances.Status,
@@ -131,5 +136,7 @@ func NewStorage(optsGetter generic.RESTOptionsGetter, instanceOpts instancestora
 		"claims/status":        claims.Status,
 		"budgets":              budgets.Budget,
 		"budgets/status":       budgets.Status,
+		"nodedevices":          nodeDevices.NodeDevices,
+		"nodedevices/status":   nodeDevices.Status,
 	}, nil
 }

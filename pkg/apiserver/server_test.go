@@ -736,6 +736,7 @@ func TestDiscovery(t *testing.T) {
 		{"instancetypes", "InstanceType", "it", false},
 		{"claims", "Claim", "", true},
 		{"budgets", "Budget", "", true},
+		{"nodedevices", "NodeDevices", "nd", false},
 	} {
 		r, ok := byName[want.name]
 		if !ok {

@@ -42,7 +42,7 @@ type Device struct {
 	Profile string `json:"profile,omitempty"`
 	// NVLinkPeers are the UUIDs of the cards this one has an NVLink to,
 	// where the backend reports them.
-	NVLinkPeers []string `json:"nvlinkPeers,omitempty"`
+	NVLinkPeers []string `json:"nvLinkPeers,omitempty"`
 	// Unhealthy says why the device must not be allocated; "" when it is
 	// healthy.
 	Unhealthy string `json:"unhealthy,omitempty"`

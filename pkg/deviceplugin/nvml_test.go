@@ -12,16 +12,17 @@ import (
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock"
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/dgxa100"
+	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/server"
 )
 
 // dgx is go-nvml's DGX A100 mock with what it leaves out filled in as a
 // real one reports it: PCI bus IDs, and NVLinks between cards 0-1 and
 // 2-3 (the mock reports none).
-func dgx(t *testing.T) *dgxa100.Server {
+func dgx(t *testing.T) *server.Server {
 	t.Helper()
 	s := dgxa100.New()
 	for i, d := range s.Devices {
-		dev := d.(*dgxa100.Device)
+		dev := d.(*server.Device)
 		bus := fmt.Sprintf("0000:%02x:00.0", 0x10+i)
 		dev.GetPciInfoFunc = func() (nvml.PciInfo, nvml.Return) {
 			var p nvml.PciInfo
@@ -80,8 +81,8 @@ func TestNVMLEnumeratesADGXA100(t *testing.T) {
 
 // migCard turns card i of the mock into a card in MIG mode with two
 // 1g.5gb devices and one 3g.20gb, as NVML reports them.
-func migCard(s *dgxa100.Server, i int) []string {
-	dev := s.Devices[i].(*dgxa100.Device)
+func migCard(s *server.Server, i int) []string {
+	dev := s.Devices[i].(*server.Device)
 	dev.GetMigModeFunc = func() (int, int, nvml.Return) { return nvml.DEVICE_MIG_ENABLE, nvml.DEVICE_MIG_ENABLE, nvml.SUCCESS }
 	type mig struct {
 		uuid          string
@@ -155,7 +156,7 @@ func TestNVMLHealthEvents(t *testing.T) {
 	}
 	registered := 0
 	for _, d := range s.Devices {
-		d.(*dgxa100.Device).RegisterEventsFunc = func(types uint64, _ nvml.EventSet) nvml.Return {
+		d.(*server.Device).RegisterEventsFunc = func(types uint64, _ nvml.EventSet) nvml.Return {
 			if types&nvml.EventTypeXidCriticalError != 0 {
 				registered++
 			}

@@ -18,10 +18,10 @@ import (
 
 // Four cards, 0-2 and 1-3 linked by NVLink, and two MIG devices of card 3.
 const inventory = `devices:
-- {uuid: GPU-0, resource: nvidia.com/gpu, index: 0, model: NVIDIA-H100-80GB-HBM3, memory: 80Gi, pciBusID: "0000:1b:00.0", nvlinkPeers: [GPU-2]}
-- {uuid: GPU-1, resource: nvidia.com/gpu, index: 1, model: NVIDIA-H100-80GB-HBM3, memory: 80Gi, pciBusID: "0000:43:00.0", nvlinkPeers: [GPU-3]}
-- {uuid: GPU-2, resource: nvidia.com/gpu, index: 2, model: NVIDIA-H100-80GB-HBM3, memory: 80Gi, pciBusID: "0000:52:00.0", nvlinkPeers: [GPU-0]}
-- {uuid: GPU-3, resource: nvidia.com/gpu, index: 3, model: NVIDIA-H100-80GB-HBM3, memory: 80Gi, pciBusID: "0000:61:00.0", nvlinkPeers: [GPU-1]}
+- {uuid: GPU-0, resource: nvidia.com/gpu, index: 0, model: NVIDIA-H100-80GB-HBM3, memory: 80Gi, pciBusID: "0000:1b:00.0", nvLinkPeers: [GPU-2]}
+- {uuid: GPU-1, resource: nvidia.com/gpu, index: 1, model: NVIDIA-H100-80GB-HBM3, memory: 80Gi, pciBusID: "0000:43:00.0", nvLinkPeers: [GPU-3]}
+- {uuid: GPU-2, resource: nvidia.com/gpu, index: 2, model: NVIDIA-H100-80GB-HBM3, memory: 80Gi, pciBusID: "0000:52:00.0", nvLinkPeers: [GPU-0]}
+- {uuid: GPU-3, resource: nvidia.com/gpu, index: 3, model: NVIDIA-H100-80GB-HBM3, memory: 80Gi, pciBusID: "0000:61:00.0", nvLinkPeers: [GPU-1]}
 - {uuid: MIG-3a, resource: nvidia.com/mig-1g.10gb, index: 4, parent: GPU-4, profile: 1g.10gb, memory: 10Gi}
 - {uuid: MIG-3b, resource: nvidia.com/mig-1g.10gb, index: 4, parent: GPU-4, profile: 1g.10gb, memory: 10Gi}
 `
@@ -106,7 +106,7 @@ func TestPluginAgainstStubKubelet(t *testing.T) {
 	}
 
 	// GPU-2 fails in the inventory: the stream says so within a second.
-	if err := os.WriteFile(inv, []byte(strings.Replace(inventory, `nvlinkPeers: [GPU-0]}`, `nvlinkPeers: [GPU-0], unhealthy: "XID 79: fell off the bus"}`, 1)), 0o644); err != nil {
+	if err := os.WriteFile(inv, []byte(strings.Replace(inventory, `nvLinkPeers: [GPU-0]}`, `nvLinkPeers: [GPU-0], unhealthy: "XID 79: fell off the bus"}`, 1)), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	failed := time.Now()

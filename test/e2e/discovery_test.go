@@ -25,6 +25,7 @@ func TestAPIResources(t *testing.T) {
 		"instancetypes": {"SHORTNAMES": "it", "KIND": "InstanceType", "NAMESPACED": "false", "CATEGORIES": "gpu"},
 		"claims":        {"SHORTNAMES": "", "KIND": "Claim", "NAMESPACED": "true", "CATEGORIES": "gpu"},
 		"budgets":       {"SHORTNAMES": "", "KIND": "Budget", "NAMESPACED": "true", "CATEGORIES": "gpu"},
+		"nodedevices":   {"SHORTNAMES": "nd", "KIND": "NodeDevices", "NAMESPACED": "false", "CATEGORIES": "gpu"},
 	}
 	if len(rows) != len(want) {
 		t.Errorf("api-resources listed %d resources, want %d:\n%s", len(rows), len(want), out)

@@ -228,7 +228,7 @@ func requestFor(resource, sub, verb, ns string, namespaced bool) (method, path s
 }
 
 func kindOf(resource string) string {
-	return map[string]string{"instances": "Instance", "claims": "Claim", "budgets": "Budget", "instancetypes": "InstanceType"}[resource]
+	return map[string]string{"instances": "Instance", "claims": "Claim", "budgets": "Budget", "instancetypes": "InstanceType", "nodedevices": "NodeDevices"}[resource]
 }
 
 // httpVia sends requests through kube-apiserver and the aggregator with

@@ -34,6 +34,7 @@ func addKnownTypes(scheme *runtime.Scheme) error {
 		&Instance{}, &InstanceList{}, &InstanceLogOptions{},
 		&Claim{}, &ClaimList{},
 		&Budget{}, &BudgetList{},
+		&NodeDevices{}, &NodeDevicesList{},
 	)
 	return nil
 }

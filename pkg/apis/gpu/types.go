@@ -772,3 +772,111 @@ type BudgetList struct {
 	// items is the list of Budgets.
 	Items []Budget `json:"items"`
 }
+
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+
+// NodeDevices is the accelerator inventory of one node, as its node agent
+// (kiln-controller node) reports it: every device, its health, and what
+// holds it. Its name is the node's. Every authenticated user may read it,
+// so it names no object: a holder is a kind and a Pod UID.
+type NodeDevices struct {
+	metav1.TypeMeta `json:",inline"`
+	// Standard object metadata.
+	// +optional
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// status is what the node agent sees.
+	// +optional
+	Status NodeDevicesStatus `json:"status,omitempty"`
+}
+
+// NodeDevicesStatus is a node's devices.
+type NodeDevicesStatus struct {
+	// devices of the node: whole cards, and the MIG devices of cards in
+	// MIG mode in their place.
+	// +optional
+	// +listType=map
+	// +listMapKey=uuid
+	Devices []NodeDevice `json:"devices,omitempty"`
+}
+
+// DeviceHealth says whether the kubelet may allocate a device.
+type DeviceHealth string
+
+const (
+	// DeviceHealthy devices may be allocated.
+	DeviceHealthy DeviceHealth = "Healthy"
+	// DeviceUnhealthy devices are not allocated; the reason says why.
+	DeviceUnhealthy DeviceHealth = "Unhealthy"
+)
+
+// NodeDevice is one device of a node.
+type NodeDevice struct {
+	// uuid the kubelet allocates the device by: GPU-... or MIG-....
+	UUID string `json:"uuid"`
+	// resource is the extended resource the device is served under, e.g.
+	// nvidia.com/gpu or nvidia.com/mig-1g.10gb.
+	Resource string `json:"resource"`
+	// index of the card on the node; a MIG device has its card's.
+	// +optional
+	Index int32 `json:"index,omitempty"`
+	// model of the card, e.g. NVIDIA-H100-80GB-HBM3.
+	// +optional
+	Model string `json:"model,omitempty"`
+	// memory of the device.
+	// +optional
+	Memory resource.Quantity `json:"memory,omitempty"`
+	// pciBusID of the card.
+	// +optional
+	PCIBusID string `json:"pciBusID,omitempty"`
+	// parent is the uuid of the card a MIG device is cut from.
+	// +optional
+	Parent string `json:"parent,omitempty"`
+	// profile of a MIG device, e.g. 1g.10gb.
+	// +optional
+	Profile string `json:"profile,omitempty"`
+	// nvLinkPeers are the uuids of the cards this one has an NVLink to.
+	// +optional
+	// +listType=set
+	NVLinkPeers []string `json:"nvLinkPeers,omitempty"`
+	// health is Healthy or Unhealthy.
+	Health DeviceHealth `json:"health"`
+	// reason an Unhealthy device is, e.g. "XID 79".
+	// +optional
+	Reason string `json:"reason,omitempty"`
+	// holder is what holds the device now; none when it is free.
+	// +optional
+	Holder *DeviceHolder `json:"holder,omitempty"`
+}
+
+// DeviceHolderKind is what holds a device.
+type DeviceHolderKind string
+
+const (
+	// DeviceHolderInstance: the Pod of an Instance.
+	DeviceHolderInstance DeviceHolderKind = "Instance"
+	// DeviceHolderClaim: the Pod that holds a Claim's cards.
+	DeviceHolderClaim DeviceHolderKind = "Claim"
+	// DeviceHolderPod: a Pod Kiln did not make.
+	DeviceHolderPod DeviceHolderKind = "Pod"
+)
+
+// DeviceHolder is what holds a device, without its name.
+type DeviceHolder struct {
+	// kind is Instance, Claim or Pod.
+	Kind DeviceHolderKind `json:"kind"`
+	// podUID is the Pod the kubelet allocated the device to.
+	PodUID types.UID `json:"podUID"`
+}
+
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+
+// NodeDevicesList is a list of NodeDevices.
+type NodeDevicesList struct {
+	metav1.TypeMeta `json:",inline"`
+	// Standard list metadata.
+	// +optional
+	metav1.ListMeta `json:"metadata,omitempty"`
+	// items is the list of NodeDevices.
+	Items []NodeDevices `json:"items"`
+}

@@ -50,6 +50,8 @@ func ForKind(kind schema.GroupVersionKind) interface{} {
 		return &gpuv1alpha1.ClaimStatusApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("DeviceAllocation"):
 		return &gpuv1alpha1.DeviceAllocationApplyConfiguration{}
+	case v1alpha1.SchemeGroupVersion.WithKind("DeviceHolder"):
+		return &gpuv1alpha1.DeviceHolderApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("ExclusiveSharing"):
 		return &gpuv1alpha1.ExclusiveSharingApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("HostResources"):
@@ -76,6 +78,12 @@ func ForKind(kind schema.GroupVersionKind) interface{} {
 		return &gpuv1alpha1.InstanceTypeStatusApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("InstanceVolume"):
 		return &gpuv1alpha1.InstanceVolumeApplyConfiguration{}
+	case v1alpha1.SchemeGroupVersion.WithKind("NodeDevice"):
+		return &gpuv1alpha1.NodeDeviceApplyConfiguration{}
+	case v1alpha1.SchemeGroupVersion.WithKind("NodeDevices"):
+		return &gpuv1alpha1.NodeDevicesApplyConfiguration{}
+	case v1alpha1.SchemeGroupVersion.WithKind("NodeDevicesStatus"):
+		return &gpuv1alpha1.NodeDevicesStatusApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("PartitionCapacity"):
 		return &gpuv1alpha1.PartitionCapacityApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("PartitionProfile"):

@@ -346,6 +346,7 @@ func GetOpenAPIDefinitions(ref common.ReferenceCallback) map[string]common.OpenA
 		v1alpha1.ClaimSpec{}.OpenAPIModelName():                    schema_pkg_apis_gpu_v1alpha1_ClaimSpec(ref),
 		v1alpha1.ClaimStatus{}.OpenAPIModelName():                  schema_pkg_apis_gpu_v1alpha1_ClaimStatus(ref),
 		v1alpha1.DeviceAllocation{}.OpenAPIModelName():             schema_pkg_apis_gpu_v1alpha1_DeviceAllocation(ref),
+		v1alpha1.DeviceHolder{}.OpenAPIModelName():                 schema_pkg_apis_gpu_v1alpha1_DeviceHolder(ref),
 		v1alpha1.ExclusiveSharing{}.OpenAPIModelName():             schema_pkg_apis_gpu_v1alpha1_ExclusiveSharing(ref),
 		v1alpha1.HostResources{}.OpenAPIModelName():                schema_pkg_apis_gpu_v1alpha1_HostResources(ref),
 		v1alpha1.Instance{}.OpenAPIModelName():                     schema_pkg_apis_gpu_v1alpha1_Instance(ref),
@@ -362,6 +363,10 @@ func GetOpenAPIDefinitions(ref common.ReferenceCallback) map[string]common.OpenA
 		v1alpha1.InstanceTypeSpec{}.OpenAPIModelName():             schema_pkg_apis_gpu_v1alpha1_InstanceTypeSpec(ref),
 		v1alpha1.InstanceTypeStatus{}.OpenAPIModelName():           schema_pkg_apis_gpu_v1alpha1_InstanceTypeStatus(ref),
 		v1alpha1.InstanceVolume{}.OpenAPIModelName():               schema_pkg_apis_gpu_v1alpha1_InstanceVolume(ref),
+		v1alpha1.NodeDevice{}.OpenAPIModelName():                   schema_pkg_apis_gpu_v1alpha1_NodeDevice(ref),
+		v1alpha1.NodeDevices{}.OpenAPIModelName():                  schema_pkg_apis_gpu_v1alpha1_NodeDevices(ref),
+		v1alpha1.NodeDevicesList{}.OpenAPIModelName():              schema_pkg_apis_gpu_v1alpha1_NodeDevicesList(ref),
+		v1alpha1.NodeDevicesStatus{}.OpenAPIModelName():            schema_pkg_apis_gpu_v1alpha1_NodeDevicesStatus(ref),
 		v1alpha1.PartitionCapacity{}.OpenAPIModelName():            schema_pkg_apis_gpu_v1alpha1_PartitionCapacity(ref),
 		v1alpha1.PartitionProfile{}.OpenAPIModelName():             schema_pkg_apis_gpu_v1alpha1_PartitionProfile(ref),
 		v1alpha1.SSHSpec{}.OpenAPIModelName():                      schema_pkg_apis_gpu_v1alpha1_SSHSpec(ref),
@@ -17999,6 +18004,36 @@ func schema_pkg_apis_gpu_v1alpha1_DeviceAllocation(ref common.ReferenceCallback)
 	}
 }
 
+func schema_pkg_apis_gpu_v1alpha1_DeviceHolder(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "DeviceHolder is what holds a device, without its name.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"kind": {
+						SchemaProps: spec.SchemaProps{
+							Description: "kind is Instance, Claim or Pod.",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"podUID": {
+						SchemaProps: spec.SchemaProps{
+							Description: "podUID is the Pod the kubelet allocated the device to.",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+				},
+				Required: []string{"kind", "podUID"},
+			},
+		},
+	}
+}
+
 func schema_pkg_apis_gpu_v1alpha1_ExclusiveSharing(ref common.ReferenceCallback) common.OpenAPIDefinition {
 	return common.OpenAPIDefinition{
 		Schema: spec.Schema{
@@ -19085,6 +19120,248 @@ func schema_pkg_apis_gpu_v1alpha1_InstanceVolume(ref common.ReferenceCallback) c
 		},
 		Dependencies: []string{
 			v1.ConfigMapVolumeSource{}.OpenAPIModelName(), v1.HostPathVolumeSource{}.OpenAPIModelName(), v1.PersistentVolumeClaimVolumeSource{}.OpenAPIModelName(), v1.SecretVolumeSource{}.OpenAPIModelName()},
+	}
+}
+
+func schema_pkg_apis_gpu_v1alpha1_NodeDevice(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "NodeDevice is one device of a node.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"uuid": {
+						SchemaProps: spec.SchemaProps{
+							Description: "uuid the kubelet allocates the device by: GPU-... or MIG-....",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"resource": {
+						SchemaProps: spec.SchemaProps{
+							Description: "resource is the extended resource the device is served under, e.g. nvidia.com/gpu or nvidia.com/mig-1g.10gb.",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"index": {
+						SchemaProps: spec.SchemaProps{
+							Description: "index of the card on the node; a MIG device has its card's.",
+							Type:        []string{"integer"},
+							Format:      "int32",
+						},
+					},
+					"model": {
+						SchemaProps: spec.SchemaProps{
+							Description: "model of the card, e.g. NVIDIA-H100-80GB-HBM3.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"memory": {
+						SchemaProps: spec.SchemaProps{
+							Description: "memory of the device.",
+							Ref:         ref(resource.Quantity{}.OpenAPIModelName()),
+						},
+					},
+					"pciBusID": {
+						SchemaProps: spec.SchemaProps{
+							Description: "pciBusID of the card.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"parent": {
+						SchemaProps: spec.SchemaProps{
+							Description: "parent is the uuid of the card a MIG device is cut from.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"profile": {
+						SchemaProps: spec.SchemaProps{
+							Description: "profile of a MIG device, e.g. 1g.10gb.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"nvLinkPeers": {
+						VendorExtensible: spec.VendorExtensible{
+							Extensions: spec.Extensions{
+								"x-kubernetes-list-type": "set",
+							},
+						},
+						SchemaProps: spec.SchemaProps{
+							Description: "nvLinkPeers are the uuids of the cards this one has an NVLink to.",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Type:   []string{"string"},
+										Format: "",
+									},
+								},
+							},
+						},
+					},
+					"health": {
+						SchemaProps: spec.SchemaProps{
+							Description: "health is Healthy or Unhealthy.",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"reason": {
+						SchemaProps: spec.SchemaProps{
+							Description: "reason an Unhealthy device is, e.g. \"XID 79\".",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"holder": {
+						SchemaProps: spec.SchemaProps{
+							Description: "holder is what holds the device now; none when it is free.",
+							Ref:         ref(v1alpha1.DeviceHolder{}.OpenAPIModelName()),
+						},
+					},
+				},
+				Required: []string{"uuid", "resource", "health"},
+			},
+		},
+		Dependencies: []string{
+			resource.Quantity{}.OpenAPIModelName(), v1alpha1.DeviceHolder{}.OpenAPIModelName()},
+	}
+}
+
+func schema_pkg_apis_gpu_v1alpha1_NodeDevices(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "NodeDevices is the accelerator inventory of one node, as its node agent (kiln-controller node) reports it: every device, its health, and what holds it. Its name is the node's. Every authenticated user may read it, so it names no object: a holder is a kind and a Pod UID.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"kind": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Kind is a string value representing the REST resource this object represents. Servers may infer this from the endpoint the client submits requests to. Cannot be updated. In CamelCase. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"apiVersion": {
+						SchemaProps: spec.SchemaProps{
+							Description: "APIVersion defines the versioned schema of this representation of an object. Servers should convert recognized schemas to the latest internal value, and may reject unrecognized values. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#resources",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"metadata": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Standard object metadata.",
+							Default:     map[string]interface{}{},
+							Ref:         ref(metav1.ObjectMeta{}.OpenAPIModelName()),
+						},
+					},
+					"status": {
+						SchemaProps: spec.SchemaProps{
+							Description: "status is what the node agent sees.",
+							Default:     map[string]interface{}{},
+							Ref:         ref(v1alpha1.NodeDevicesStatus{}.OpenAPIModelName()),
+						},
+					},
+				},
+			},
+		},
+		Dependencies: []string{
+			metav1.ObjectMeta{}.OpenAPIModelName(), v1alpha1.NodeDevicesStatus{}.OpenAPIModelName()},
+	}
+}
+
+func schema_pkg_apis_gpu_v1alpha1_NodeDevicesList(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "NodeDevicesList is a list of NodeDevices.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"kind": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Kind is a string value representing the REST resource this object represents. Servers may infer this from the endpoint the client submits requests to. Cannot be updated. In CamelCase. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"apiVersion": {
+						SchemaProps: spec.SchemaProps{
+							Description: "APIVersion defines the versioned schema of this representation of an object. Servers should convert recognized schemas to the latest internal value, and may reject unrecognized values. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#resources",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"metadata": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Standard list metadata.",
+							Default:     map[string]interface{}{},
+							Ref:         ref(metav1.ListMeta{}.OpenAPIModelName()),
+						},
+					},
+					"items": {
+						SchemaProps: spec.SchemaProps{
+							Description: "items is the list of NodeDevices.",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Ref: ref(v1alpha1.NodeDevices{}.OpenAPIModelName()),
+									},
+								},
+							},
+						},
+					},
+				},
+				Required: []string{"items"},
+			},
+		},
+		Dependencies: []string{
+			metav1.ListMeta{}.OpenAPIModelName(), v1alpha1.NodeDevices{}.OpenAPIModelName()},
+	}
+}
+
+func schema_pkg_apis_gpu_v1alpha1_NodeDevicesStatus(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "NodeDevicesStatus is a node's devices.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"devices": {
+						VendorExtensible: spec.VendorExtensible{
+							Extensions: spec.Extensions{
+								"x-kubernetes-list-map-keys": []interface{}{
+									"uuid",
+								},
+								"x-kubernetes-list-type": "map",
+							},
+						},
+						SchemaProps: spec.SchemaProps{
+							Description: "devices of the node: whole cards, and the MIG devices of cards in MIG mode in their place.",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Ref: ref(v1alpha1.NodeDevice{}.OpenAPIModelName()),
+									},
+								},
+							},
+						},
+					},
+				},
+			},
+		},
+		Dependencies: []string{
+			v1alpha1.NodeDevice{}.OpenAPIModelName()},
 	}
 }
 

@@ -14,6 +14,7 @@ var SelectableFields = map[string][]string{
 	"Claim":        {"spec.type", "status.phase", "status.nodeName"},
 	"InstanceType": {"status.phase"},
 	"Budget":       nil,
+	"NodeDevices":  nil,
 }
 
 func addFieldLabelConversionFuncs(scheme *runtime.Scheme) error {

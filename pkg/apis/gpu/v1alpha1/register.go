@@ -32,6 +32,7 @@ func addKnownTypes(scheme *runtime.Scheme) error {
 		&Instance{}, &InstanceList{}, &InstanceLogOptions{},
 		&Claim{}, &ClaimList{},
 		&Budget{}, &BudgetList{},
+		&NodeDevices{}, &NodeDevicesList{},
 	)
 	metav1.AddToGroupVersion(scheme, SchemeGroupVersion)
 	return nil

@@ -77,6 +77,11 @@ func (in DeviceAllocation) OpenAPIModelName() string {
 }
 
 // OpenAPIModelName returns the OpenAPI model name for this type.
+func (in DeviceHolder) OpenAPIModelName() string {
+	return "dev.kiln.gpu.v1alpha1.DeviceHolder"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
 func (in ExclusiveSharing) OpenAPIModelName() string {
 	return "dev.kiln.gpu.v1alpha1.ExclusiveSharing"
 }
@@ -154,6 +159,26 @@ func (in InstanceTypeStatus) OpenAPIModelName() string {
 // OpenAPIModelName returns the OpenAPI model name for this type.
 func (in InstanceVolume) OpenAPIModelName() string {
 	return "dev.kiln.gpu.v1alpha1.InstanceVolume"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
+func (in NodeDevice) OpenAPIModelName() string {
+	return "dev.kiln.gpu.v1alpha1.NodeDevice"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
+func (in NodeDevices) OpenAPIModelName() string {
+	return "dev.kiln.gpu.v1alpha1.NodeDevices"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
+func (in NodeDevicesList) OpenAPIModelName() string {
+	return "dev.kiln.gpu.v1alpha1.NodeDevicesList"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
+func (in NodeDevicesStatus) OpenAPIModelName() string {
+	return "dev.kiln.gpu.v1alpha1.NodeDevicesStatus"
 }
 
 // OpenAPIModelName returns the OpenAPI model name for this type.

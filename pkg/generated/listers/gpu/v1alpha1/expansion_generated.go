@@ -45,3 +45,7 @@ type InstanceNamespaceListerExpansion interface{}
 // InstanceTypeListerExpansion allows custom methods to be added to
 // InstanceTypeLister.
 type InstanceTypeListerExpansion interface{}
+
+// NodeDevicesListerExpansion allows custom methods to be added to
+// NodeDevicesLister.
+type NodeDevicesListerExpansion interface{}

@@ -32,6 +32,8 @@ type Interface interface {
 	Instances() TypedInstanceInformer
 	// InstanceTypes returns a InstanceTypeInformer.
 	InstanceTypes() TypedInstanceTypeInformer
+	// NodeDeviceses returns a NodeDevicesInformer.
+	NodeDeviceses() TypedNodeDevicesInformer
 }
 
 type version struct {
@@ -63,4 +65,9 @@ func (v *version) Instances() TypedInstanceInformer {
 // InstanceTypes returns a TypedInstanceTypeInformer.
 func (v *version) InstanceTypes() TypedInstanceTypeInformer {
 	return &instanceTypeInformer{factory: v.factory, tweakListOptions: v.tweakListOptions}
+}
+
+// NodeDeviceses returns a TypedNodeDevicesInformer.
+func (v *version) NodeDeviceses() TypedNodeDevicesInformer {
+	return &nodeDevicesInformer{factory: v.factory, tweakListOptions: v.tweakListOptions}
 }

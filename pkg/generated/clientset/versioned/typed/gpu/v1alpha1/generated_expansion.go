@@ -25,3 +25,5 @@ type ClaimExpansion interface{}
 type InstanceExpansion interface{}
 
 type InstanceTypeExpansion interface{}
+
+type NodeDevicesExpansion interface{}

@@ -32,6 +32,7 @@ type GpuV1alpha1Interface interface {
 	ClaimsGetter
 	InstancesGetter
 	InstanceTypesGetter
+	NodeDevicesesGetter
 }
 
 // GpuV1alpha1Client is used to interact with features provided by the gpu.kiln.dev group.
@@ -53,6 +54,10 @@ func (c *GpuV1alpha1Client) Instances(namespace string) InstanceInterface {
 
 func (c *GpuV1alpha1Client) InstanceTypes() InstanceTypeInterface {
 	return newInstanceTypes(c)
+}
+
+func (c *GpuV1alpha1Client) NodeDeviceses() NodeDevicesInterface {
+	return newNodeDeviceses(c)
 }
 
 // NewForConfig creates a new GpuV1alpha1Client for the given config.

@@ -44,6 +44,10 @@ func (c *FakeGpuV1alpha1) InstanceTypes() v1alpha1.InstanceTypeInterface {
 	return newFakeInstanceTypes(c)
 }
 
+func (c *FakeGpuV1alpha1) NodeDeviceses() v1alpha1.NodeDevicesInterface {
+	return newFakeNodeDeviceses(c)
+}
+
 // RESTClient returns a RESTClient that is used to communicate
 // with API server by this client implementation.
 func (c *FakeGpuV1alpha1) RESTClient() rest.Interface {
