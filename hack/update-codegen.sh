@@ -36,6 +36,7 @@ done
 
 kube::codegen::gen_client \
     --with-watch \
+    --plural-exceptions "NodeDevices:NodeDevices" \
     --with-applyconfig \
     --applyconfig-externals "${core_externals}" \
     --applyconfig-openapi-schema <(go run "${THIS_PKG}/pkg/generated/openapi/cmd/models-schema") \

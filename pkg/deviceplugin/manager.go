@@ -14,7 +14,9 @@ type Manager struct {
 	// Backend lists the devices.
 	Backend Backend
 	// Dir is the kubelet's device-plugins directory,
-	// /var/lib/kubelet/device-plugins on a node.
+	// /var/lib/kubelet/device-plugins on a node. Empty on a node without a
+	// kubelet: the plugins are then called in-process only (Agent's
+	// Simulate).
 	Dir string
 	// CDI adds CDI device names (nvidia.com/gpu=<UUID>) to allocations.
 	CDI bool
@@ -23,6 +25,8 @@ type Manager struct {
 	// CheckInterval is how often each plugin looks for a kubelet restart;
 	// half a second if zero.
 	CheckInterval time.Duration
+	// OnChange, if set, is called after every read of the devices.
+	OnChange func()
 
 	mu      sync.Mutex
 	plugins map[string]*Plugin
@@ -77,11 +81,13 @@ func (m *Manager) sync(ctx context.Context, wg *sync.WaitGroup) error {
 		if !ok {
 			p = newPlugin(res, m.Dir, m.CDI, m.Prefer, m.CheckInterval)
 			m.plugins[res] = p
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				p.Serve(ctx)
-			}()
+			if m.Dir != "" {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					p.Serve(ctx)
+				}()
+			}
 		}
 		p.SetDevices(list)
 	}
@@ -92,5 +98,15 @@ func (m *Manager) sync(ctx context.Context, wg *sync.WaitGroup) error {
 			p.SetDevices(nil)
 		}
 	}
+	if m.OnChange != nil {
+		m.OnChange()
+	}
 	return nil
+}
+
+// plugin is the plugin of a resource name, nil if no device has it.
+func (m *Manager) plugin(resource string) *Plugin {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.plugins[resource]
 }

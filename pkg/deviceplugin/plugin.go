@@ -33,8 +33,9 @@ const VisibleDevicesEnv = "NVIDIA_VISIBLE_DEVICES"
 const CDIKind = "nvidia.com/gpu"
 
 // PreferFunc chooses size devices among available, including all of
-// mustInclude, for resource; nil keeps the default choice.
-type PreferFunc func(resource string, available, mustInclude []string, size int) []string
+// mustInclude, for resource; claim is the namespace/name of the Claim the
+// Pod runs on, when known. Returning nil keeps the default choice.
+type PreferFunc func(resource string, available, mustInclude []string, size int, claim string) []string
 
 // errKubeletRestarted ends one registration: the kubelet's socket was
 // recreated, or ours was removed, as the kubelet does when it restarts.
@@ -228,20 +229,36 @@ func (p *Plugin) lookup(id string) (Device, bool) {
 
 // GetPreferredAllocation chooses, for each container, the must-include
 // devices, then the PreferFunc's choice, else the cards with the most
-// NVLinks to those already chosen, lowest index first.
+// NVLinks to those already chosen, lowest index first. The kubelet does
+// not say which Pod asks.
 func (p *Plugin) GetPreferredAllocation(_ context.Context, req *pluginapi.PreferredAllocationRequest) (*pluginapi.PreferredAllocationResponse, error) {
 	resp := &pluginapi.PreferredAllocationResponse{}
 	for _, c := range req.ContainerRequests {
-		ids := []string(nil)
-		if p.prefer != nil {
-			ids = p.prefer(p.resource, c.AvailableDeviceIDs, c.MustIncludeDeviceIDs, int(c.AllocationSize))
-		}
-		if ids == nil {
-			ids = p.preferLinked(c.AvailableDeviceIDs, c.MustIncludeDeviceIDs, int(c.AllocationSize))
-		}
+		ids := p.choose(c.AvailableDeviceIDs, c.MustIncludeDeviceIDs, int(c.AllocationSize), "")
 		resp.ContainerResponses = append(resp.ContainerResponses, &pluginapi.ContainerPreferredAllocationResponse{DeviceIDs: ids})
 	}
 	return resp, nil
+}
+
+// choose is GetPreferredAllocation's choice for one container.
+func (p *Plugin) choose(available, mustInclude []string, size int, claim string) []string {
+	if p.prefer != nil {
+		if ids := p.prefer(p.resource, available, mustInclude, size, claim); ids != nil {
+			return ids
+		}
+	}
+	return p.preferLinked(available, mustInclude, size)
+}
+
+// snapshot is the device list now.
+func (p *Plugin) snapshot() []Device {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return slices.Clone(p.devices)
+}
+
+func allocateRequest(ids []string) *pluginapi.AllocateRequest {
+	return &pluginapi.AllocateRequest{ContainerRequests: []*pluginapi.ContainerAllocateRequest{{DevicesIds: ids}}}
 }
 
 func (p *Plugin) preferLinked(available, mustInclude []string, size int) []string {

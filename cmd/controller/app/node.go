@@ -2,19 +2,24 @@ package app
 
 import (
 	"context"
+	"fmt"
+	"os"
 
 	"github.com/spf13/cobra"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
 	logsapi "k8s.io/component-base/logs/api/v1"
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 
 	"kiln.dev/kiln/pkg/deviceplugin"
+	"kiln.dev/kiln/pkg/generated/clientset/versioned"
 )
 
 // newNodeCommand is `kiln-controller node`, the node agent.
 func newNodeCommand(ctx context.Context) *cobra.Command {
 	var (
-		inventory, dir string
-		cdi            bool
+		inventory, dir, nodeName, kubeconfig string
+		cdi, simulate                        bool
 	)
 	logs := logsapi.NewLoggingConfiguration()
 	cmd := &cobra.Command{
@@ -27,7 +32,10 @@ strategy). These are the names NVIDIA's device plugin uses, so it replaces
 that plugin on the nodes where it runs; do not run both.
 
 Devices and their health come from NVML, or from --inventory, a YAML file
-of devices, on nodes without NVIDIA's driver (simulated nodes, tests).`,
+of devices, on nodes without NVIDIA's driver (simulated nodes, tests).
+With --node-name it reports them, and what holds each, as the node's
+NodeDevices; with --simulate it also stands in for the kubelet of a
+simulated node, allocating devices to the Pods bound to it.`,
 		Example: `  # On a GPU node, as artifacts/deploy/node-agent.yaml runs it:
   kiln-controller node
   # A simulated node:
@@ -46,13 +54,38 @@ of devices, on nodes without NVIDIA's driver (simulated nodes, tests).`,
 					return err
 				}
 			}
-			return (&deviceplugin.Manager{Backend: backend, Dir: dir, CDI: cdi}).Run(ctx)
+			m := &deviceplugin.Manager{Backend: backend, Dir: dir, CDI: cdi}
+			if simulate {
+				m.Dir = ""
+			}
+			if nodeName == "" {
+				if simulate {
+					return fmt.Errorf("--simulate needs --node-name: it allocates the devices of that node's Pods")
+				}
+				return m.Run(ctx)
+			}
+			cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+			if err != nil {
+				return fmt.Errorf("kubeconfig: %w", err)
+			}
+			kube, err := kubernetes.NewForConfig(cfg)
+			if err != nil {
+				return err
+			}
+			kiln, err := versioned.NewForConfig(cfg)
+			if err != nil {
+				return err
+			}
+			return (&deviceplugin.Agent{Manager: m, Kube: kube, Kiln: kiln, Node: nodeName, Simulate: simulate}).Run(ctx)
 		},
 	}
 	fs := cmd.Flags()
 	fs.StringVar(&inventory, "inventory", "", "a YAML file of this node's devices, read instead of NVML and again whenever it changes")
 	fs.StringVar(&dir, "device-plugin-dir", pluginapi.DevicePluginPath, "the kubelet's device-plugins directory, where its registration socket is")
 	fs.BoolVar(&cdi, "cdi", false, "also give containers their devices as CDI names (nvidia.com/gpu=<UUID>), for runtimes set up for CDI")
+	fs.StringVar(&nodeName, "node-name", os.Getenv("NODE_NAME"), "this node's name; with it the agent reports the node's devices and their holders as the NodeDevices of that name")
+	fs.StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig to report with; in-cluster configuration if empty")
+	fs.BoolVar(&simulate, "simulate", false, "stand in for the kubelet of a simulated node (kwok): allocate the devices of the Pods bound to --node-name, serving no kubelet")
 	logsapi.AddFlags(logs, fs)
 	return cmd
 }

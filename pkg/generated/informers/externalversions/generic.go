@@ -61,8 +61,8 @@ func (f *sharedInformerFactory) ForResource(resource schema.GroupVersionResource
 		return &genericInformer{resource: resource.GroupResource(), informer: f.Gpu().V1alpha1().Instances().Informer()}, nil
 	case v1alpha1.SchemeGroupVersion.WithResource("instancetypes"):
 		return &genericInformer{resource: resource.GroupResource(), informer: f.Gpu().V1alpha1().InstanceTypes().Informer()}, nil
-	case v1alpha1.SchemeGroupVersion.WithResource("nodedeviceses"):
-		return &genericInformer{resource: resource.GroupResource(), informer: f.Gpu().V1alpha1().NodeDeviceses().Informer()}, nil
+	case v1alpha1.SchemeGroupVersion.WithResource("nodedevices"):
+		return &genericInformer{resource: resource.GroupResource(), informer: f.Gpu().V1alpha1().NodeDevices().Informer()}, nil
 
 	}
 

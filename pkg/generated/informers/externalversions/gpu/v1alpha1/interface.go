@@ -32,8 +32,8 @@ type Interface interface {
 	Instances() TypedInstanceInformer
 	// InstanceTypes returns a InstanceTypeInformer.
 	InstanceTypes() TypedInstanceTypeInformer
-	// NodeDeviceses returns a NodeDevicesInformer.
-	NodeDeviceses() TypedNodeDevicesInformer
+	// NodeDevices returns a NodeDevicesInformer.
+	NodeDevices() TypedNodeDevicesInformer
 }
 
 type version struct {
@@ -67,7 +67,7 @@ func (v *version) InstanceTypes() TypedInstanceTypeInformer {
 	return &instanceTypeInformer{factory: v.factory, tweakListOptions: v.tweakListOptions}
 }
 
-// NodeDeviceses returns a TypedNodeDevicesInformer.
-func (v *version) NodeDeviceses() TypedNodeDevicesInformer {
+// NodeDevices returns a TypedNodeDevicesInformer.
+func (v *version) NodeDevices() TypedNodeDevicesInformer {
 	return &nodeDevicesInformer{factory: v.factory, tweakListOptions: v.tweakListOptions}
 }

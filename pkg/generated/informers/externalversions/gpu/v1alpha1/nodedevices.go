@@ -34,14 +34,14 @@ import (
 )
 
 // NodeDevicesInformer provides access to a shared informer and lister for
-// NodeDeviceses. Prefer using the type-safe variant (see [TypedNodeDevicesInformer]).
+// NodeDevices. Prefer using the type-safe variant (see [TypedNodeDevicesInformer]).
 type NodeDevicesInformer interface {
 	Informer() cache.SharedIndexInformer
 	Lister() gpuv1alpha1.NodeDevicesLister
 }
 
 // TypedNodeDevicesInformer provides access to a shared informer and lister for
-// NodeDeviceses, including the type-safe TypedInformer variant.
+// NodeDevices, including the type-safe TypedInformer variant.
 // It is a superset of NodeDevicesInformer.
 type TypedNodeDevicesInformer interface {
 	Informer() cache.SharedIndexInformer
@@ -124,25 +124,25 @@ func NewTypedNodeDevicesInformerWithOptions(client versioned.Interface, options 
 				if tweakListOptions != nil {
 					tweakListOptions(&opts)
 				}
-				return client.GpuV1alpha1().NodeDeviceses().List(context.Background(), opts)
+				return client.GpuV1alpha1().NodeDevices().List(context.Background(), opts)
 			},
 			WatchFunc: func(opts v1.ListOptions) (watch.Interface, error) {
 				if tweakListOptions != nil {
 					tweakListOptions(&opts)
 				}
-				return client.GpuV1alpha1().NodeDeviceses().Watch(context.Background(), opts)
+				return client.GpuV1alpha1().NodeDevices().Watch(context.Background(), opts)
 			},
 			ListWithContextFunc: func(ctx context.Context, opts v1.ListOptions) (runtime.Object, error) {
 				if tweakListOptions != nil {
 					tweakListOptions(&opts)
 				}
-				return client.GpuV1alpha1().NodeDeviceses().List(ctx, opts)
+				return client.GpuV1alpha1().NodeDevices().List(ctx, opts)
 			},
 			WatchFuncWithContext: func(ctx context.Context, opts v1.ListOptions) (watch.Interface, error) {
 				if tweakListOptions != nil {
 					tweakListOptions(&opts)
 				}
-				return client.GpuV1alpha1().NodeDeviceses().Watch(ctx, opts)
+				return client.GpuV1alpha1().NodeDevices().Watch(ctx, opts)
 			},
 		}, client),
 		&apisgpuv1alpha1.NodeDevices{},

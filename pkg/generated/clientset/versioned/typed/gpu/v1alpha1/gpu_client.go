@@ -32,7 +32,7 @@ type GpuV1alpha1Interface interface {
 	ClaimsGetter
 	InstancesGetter
 	InstanceTypesGetter
-	NodeDevicesesGetter
+	NodeDevicesGetter
 }
 
 // GpuV1alpha1Client is used to interact with features provided by the gpu.kiln.dev group.
@@ -56,8 +56,8 @@ func (c *GpuV1alpha1Client) InstanceTypes() InstanceTypeInterface {
 	return newInstanceTypes(c)
 }
 
-func (c *GpuV1alpha1Client) NodeDeviceses() NodeDevicesInterface {
-	return newNodeDeviceses(c)
+func (c *GpuV1alpha1Client) NodeDevices() NodeDevicesInterface {
+	return newNodeDevices(c)
 }
 
 // NewForConfig creates a new GpuV1alpha1Client for the given config.

@@ -30,10 +30,10 @@ import (
 	scheme "kiln.dev/kiln/pkg/generated/clientset/versioned/scheme"
 )
 
-// NodeDevicesesGetter has a method to return a NodeDevicesInterface.
+// NodeDevicesGetter has a method to return a NodeDevicesInterface.
 // A group's client should implement this interface.
-type NodeDevicesesGetter interface {
-	NodeDeviceses() NodeDevicesInterface
+type NodeDevicesGetter interface {
+	NodeDevices() NodeDevicesInterface
 }
 
 // NodeDevicesInterface has methods to work with NodeDevices resources.
@@ -54,16 +54,16 @@ type NodeDevicesInterface interface {
 	NodeDevicesExpansion
 }
 
-// nodeDeviceses implements NodeDevicesInterface
-type nodeDeviceses struct {
+// nodeDevices implements NodeDevicesInterface
+type nodeDevices struct {
 	*gentype.ClientWithListAndApply[*gpuv1alpha1.NodeDevices, *gpuv1alpha1.NodeDevicesList, *applyconfigurationgpuv1alpha1.NodeDevicesApplyConfiguration]
 }
 
-// newNodeDeviceses returns a NodeDeviceses
-func newNodeDeviceses(c *GpuV1alpha1Client) *nodeDeviceses {
-	return &nodeDeviceses{
+// newNodeDevices returns a NodeDevices
+func newNodeDevices(c *GpuV1alpha1Client) *nodeDevices {
+	return &nodeDevices{
 		gentype.NewClientWithListAndApply[*gpuv1alpha1.NodeDevices, *gpuv1alpha1.NodeDevicesList, *applyconfigurationgpuv1alpha1.NodeDevicesApplyConfiguration](
-			"nodedeviceses",
+			"nodedevices",
 			c.RESTClient(),
 			scheme.ParameterCodec,
 			"",

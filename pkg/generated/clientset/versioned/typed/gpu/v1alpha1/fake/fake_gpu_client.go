@@ -44,8 +44,8 @@ func (c *FakeGpuV1alpha1) InstanceTypes() v1alpha1.InstanceTypeInterface {
 	return newFakeInstanceTypes(c)
 }
 
-func (c *FakeGpuV1alpha1) NodeDeviceses() v1alpha1.NodeDevicesInterface {
-	return newFakeNodeDeviceses(c)
+func (c *FakeGpuV1alpha1) NodeDevices() v1alpha1.NodeDevicesInterface {
+	return newFakeNodeDevices(c)
 }
 
 // RESTClient returns a RESTClient that is used to communicate

@@ -25,18 +25,18 @@ import (
 	typedgpuv1alpha1 "kiln.dev/kiln/pkg/generated/clientset/versioned/typed/gpu/v1alpha1"
 )
 
-// fakeNodeDeviceses implements NodeDevicesInterface
-type fakeNodeDeviceses struct {
+// fakeNodeDevices implements NodeDevicesInterface
+type fakeNodeDevices struct {
 	*gentype.FakeClientWithListAndApply[*v1alpha1.NodeDevices, *v1alpha1.NodeDevicesList, *gpuv1alpha1.NodeDevicesApplyConfiguration]
 	Fake *FakeGpuV1alpha1
 }
 
-func newFakeNodeDeviceses(fake *FakeGpuV1alpha1) typedgpuv1alpha1.NodeDevicesInterface {
-	return &fakeNodeDeviceses{
+func newFakeNodeDevices(fake *FakeGpuV1alpha1) typedgpuv1alpha1.NodeDevicesInterface {
+	return &fakeNodeDevices{
 		gentype.NewFakeClientWithListAndApply[*v1alpha1.NodeDevices, *v1alpha1.NodeDevicesList, *gpuv1alpha1.NodeDevicesApplyConfiguration](
 			fake.Fake,
 			"",
-			v1alpha1.SchemeGroupVersion.WithResource("nodedeviceses"),
+			v1alpha1.SchemeGroupVersion.WithResource("nodedevices"),
 			v1alpha1.SchemeGroupVersion.WithKind("NodeDevices"),
 			func() *v1alpha1.NodeDevices { return &v1alpha1.NodeDevices{} },
 			func() *v1alpha1.NodeDevicesList { return &v1alpha1.NodeDevicesList{} },

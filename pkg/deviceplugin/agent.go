@@ -1,0 +1,317 @@
+package deviceplugin
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sort"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
+
+	"kiln.dev/kiln/pkg/apis/gpu/v1alpha1"
+	"kiln.dev/kiln/pkg/generated/clientset/versioned"
+	"kiln.dev/kiln/pkg/reconcile/claim"
+)
+
+// Agent reports a node's devices and their holders as the node's
+// NodeDevices. With Simulate, it also stands in for the kubelet of a node
+// that has none (kwok's): it allocates each Pod bound to the node the
+// devices it asks for, through the same plugins the kubelet would call,
+// and frees them when the Pod ends.
+type Agent struct {
+	Manager *Manager
+	Kiln    versioned.Interface
+	Kube    kubernetes.Interface
+	Node    string
+	// Simulate allocates devices to the node's Pods itself.
+	Simulate bool
+
+	mu sync.Mutex
+	// allocated is each Pod's devices.
+	allocated map[types.UID]podDevices
+	// claimDevices are the devices a Claim's Pods held last, by
+	// namespace/claim, so the next Pod on the Claim gets the same ones.
+	claimDevices map[string][]string
+	changed      chan struct{}
+}
+
+type podDevices struct {
+	holder  v1alpha1.DeviceHolder
+	claim   string
+	devices []string
+}
+
+// Run reports until ctx is done.
+func (a *Agent) Run(ctx context.Context) error {
+	a.allocated, a.claimDevices, a.changed = map[types.UID]podDevices{}, map[string][]string{}, make(chan struct{}, 1)
+	a.Manager.OnChange = a.touch
+	if a.Simulate {
+		a.Manager.Prefer = a.preferClaim
+		if err := a.restore(ctx); err != nil {
+			return err
+		}
+	}
+	f := informers.NewSharedInformerFactoryWithOptions(a.Kube, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+		o.FieldSelector = fields.OneTermEqualSelector("spec.nodeName", a.Node).String()
+	}))
+	pods := f.Core().V1().Pods().Informer()
+	if _, err := pods.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(o any) { a.podChanged(ctx, o) },
+		UpdateFunc: func(_, o any) { a.podChanged(ctx, o) },
+		DeleteFunc: func(o any) { a.podGone(o) },
+	}); err != nil {
+		return err
+	}
+	f.Start(ctx.Done())
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		a.publishLoop(ctx)
+	}()
+	err := a.Manager.Run(ctx)
+	wg.Wait()
+	f.Shutdown()
+	return err
+}
+
+func (a *Agent) touch() {
+	select {
+	case a.changed <- struct{}{}:
+	default:
+	}
+}
+
+// restore takes the allocations of Pods back from the NodeDevices the
+// agent wrote before it restarted; those of Pods that are gone go at the
+// first look at the node's Pods.
+func (a *Agent) restore(ctx context.Context) error {
+	nd, err := a.Kiln.GpuV1alpha1().NodeDevices().Get(ctx, a.Node, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("reading NodeDevices %s: %w", a.Node, err)
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, d := range nd.Status.Devices {
+		if h := d.Holder; h != nil {
+			p := a.allocated[h.PodUID]
+			p.holder = *h
+			p.devices = append(p.devices, d.UUID)
+			a.allocated[h.PodUID] = p
+		}
+	}
+	return nil
+}
+
+func (a *Agent) podChanged(ctx context.Context, o any) {
+	pod, ok := o.(*corev1.Pod)
+	if !ok {
+		return
+	}
+	if pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
+		a.podGone(pod)
+		return
+	}
+	if !a.Simulate {
+		return
+	}
+	a.mu.Lock()
+	_, done := a.allocated[pod.UID]
+	a.mu.Unlock()
+	if done {
+		return
+	}
+	if err := a.allocate(pod); err != nil {
+		// A kubelet would refuse the Pod at admission; the scheduler
+		// counted what it asked for, so this is a bug or a race with a
+		// device failing.
+		klog.FromContext(ctx).Error(err, "Allocating devices", "pod", klog.KObj(pod))
+	}
+}
+
+func (a *Agent) podGone(o any) {
+	if d, ok := o.(cache.DeletedFinalStateUnknown); ok {
+		o = d.Obj
+	}
+	pod, ok := o.(*corev1.Pod)
+	if !ok {
+		return
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if _, ok := a.allocated[pod.UID]; ok {
+		delete(a.allocated, pod.UID)
+		a.touch()
+	}
+}
+
+// allocate gives the Pod, container by container, the devices of each
+// resource the agent serves that it asks for, as the kubelet's device
+// manager does: GetPreferredAllocation among the free healthy devices,
+// then Allocate.
+func (a *Agent) allocate(pod *corev1.Pod) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	held := map[string]bool{}
+	for _, p := range a.allocated {
+		for _, d := range p.devices {
+			held[d] = true
+		}
+	}
+	pd := podDevices{holder: holderOf(pod)}
+	if c, ok := pod.Labels[claim.LabelClaim]; ok {
+		pd.claim = pod.Namespace + "/" + c
+	}
+	for _, c := range append(slices.Clone(pod.Spec.InitContainers), pod.Spec.Containers...) {
+		for name, q := range c.Resources.Limits {
+			p := a.Manager.plugin(string(name))
+			if p == nil || q.Value() == 0 {
+				continue
+			}
+			var free []string
+			for _, d := range p.snapshot() {
+				if d.Healthy() && !held[d.UUID] {
+					free = append(free, d.UUID)
+				}
+			}
+			n := int(q.Value())
+			if len(free) < n {
+				return fmt.Errorf("%s asks for %d %s, %d free", c.Name, n, name, len(free))
+			}
+			ids := p.choose(free, nil, n, pd.claim)
+			if _, err := p.Allocate(context.Background(), allocateRequest(ids)); err != nil {
+				return err
+			}
+			for _, id := range ids {
+				held[id] = true
+			}
+			pd.devices = append(pd.devices, ids...)
+		}
+	}
+	if len(pd.devices) == 0 {
+		return nil
+	}
+	a.allocated[pod.UID] = pd
+	if pd.claim != "" {
+		a.claimDevices[pd.claim] = pd.devices
+	}
+	a.touch()
+	return nil
+}
+
+// preferClaim prefers, for a Pod on a Claim, the devices the Claim's Pods
+// held last: its holder's, handed over to its Instance's Pod.
+func (a *Agent) preferClaim(_ string, available, mustInclude []string, size int, claimKey string) []string {
+	want := a.claimDevices[claimKey]
+	if claimKey == "" || len(want) == 0 {
+		return nil
+	}
+	chosen := slices.Clone(mustInclude)
+	for _, id := range want {
+		if len(chosen) < size && slices.Contains(available, id) && !slices.Contains(chosen, id) {
+			chosen = append(chosen, id)
+		}
+	}
+	if len(chosen) < size {
+		return nil // the default choice fills it
+	}
+	return chosen
+}
+
+// holderOf names no object: the kind of the Pod's controller, if Kiln's.
+func holderOf(pod *corev1.Pod) v1alpha1.DeviceHolder {
+	h := v1alpha1.DeviceHolder{Kind: v1alpha1.DeviceHolderPod, PodUID: pod.UID}
+	if ref := metav1.GetControllerOf(pod); ref != nil && ref.APIVersion == v1alpha1.SchemeGroupVersion.String() {
+		switch ref.Kind {
+		case "Instance":
+			h.Kind = v1alpha1.DeviceHolderInstance
+		case "Claim":
+			h.Kind = v1alpha1.DeviceHolderClaim
+		}
+	}
+	return h
+}
+
+// publishLoop writes NodeDevices whenever the devices or their holders
+// change, and retries until it lands.
+func (a *Agent) publishLoop(ctx context.Context) {
+	a.touch()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-a.changed:
+		}
+		_ = wait.ExponentialBackoffWithContext(ctx, wait.Backoff{Duration: 200 * time.Millisecond, Factor: 2, Steps: 8, Cap: 10 * time.Second},
+			func(ctx context.Context) (bool, error) {
+				if err := a.publish(ctx); err != nil {
+					klog.FromContext(ctx).Error(err, "Publishing NodeDevices", "node", a.Node)
+					return false, nil
+				}
+				return true, nil
+			})
+	}
+}
+
+// Status is the NodeDevices status of the node now.
+func (a *Agent) Status() v1alpha1.NodeDevicesStatus {
+	a.mu.Lock()
+	holders := map[string]v1alpha1.DeviceHolder{}
+	for _, p := range a.allocated {
+		for _, d := range p.devices {
+			holders[d] = p.holder
+		}
+	}
+	a.mu.Unlock()
+	var st v1alpha1.NodeDevicesStatus
+	for _, d := range a.Manager.Devices() {
+		nd := v1alpha1.NodeDevice{
+			UUID: d.UUID, Resource: d.Resource, Index: int32(d.Index), Model: d.Model, Memory: d.Memory,
+			PCIBusID: d.PCIBusID, Parent: d.Parent, Profile: d.Profile, NVLinkPeers: d.NVLinkPeers,
+			Health: v1alpha1.DeviceHealthy,
+		}
+		if !d.Healthy() {
+			nd.Health, nd.Reason = v1alpha1.DeviceUnhealthy, d.Unhealthy
+		}
+		if h, ok := holders[d.UUID]; ok {
+			nd.Holder = &h
+		}
+		st.Devices = append(st.Devices, nd)
+	}
+	sort.Slice(st.Devices, func(i, j int) bool { return st.Devices[i].UUID < st.Devices[j].UUID })
+	return st
+}
+
+func (a *Agent) publish(ctx context.Context) error {
+	client := a.Kiln.GpuV1alpha1().NodeDevices()
+	st := a.Status()
+	cur, err := client.Get(ctx, a.Node, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		_, err = client.Create(ctx, &v1alpha1.NodeDevices{ObjectMeta: metav1.ObjectMeta{Name: a.Node}, Status: st}, metav1.CreateOptions{FieldManager: FieldManager})
+		return err
+	}
+	if err != nil || apiequality.Semantic.DeepEqual(cur.Status, st) {
+		return err
+	}
+	cur.Status = st
+	_, err = client.UpdateStatus(ctx, cur, metav1.UpdateOptions{FieldManager: FieldManager})
+	return err
+}
+
+// FieldManager owns what the agent writes.
+const FieldManager = "kiln-node-agent"

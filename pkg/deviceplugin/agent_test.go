@@ -1,0 +1,182 @@
+package deviceplugin
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	kubefake "k8s.io/client-go/kubernetes/fake"
+
+	"kiln.dev/kiln/pkg/apis/gpu/v1alpha1"
+	kilnfake "kiln.dev/kiln/pkg/generated/clientset/versioned/fake"
+	"kiln.dev/kiln/pkg/reconcile/claim"
+)
+
+// simulated runs an Agent in Simulate mode over the test inventory, on
+// fake clients.
+func simulated(t *testing.T) (*kubefake.Clientset, *kilnfake.Clientset, string) {
+	t.Helper()
+	inv := filepath.Join(t.TempDir(), "inventory.yaml")
+	if err := os.WriteFile(inv, []byte(inventory), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// The Kiln fake without field management: its schema names differ
+	// from the model names the server uses.
+	kube, kiln := kubefake.NewClientset(), kilnfake.NewSimpleClientset()
+	a := &Agent{Manager: &Manager{Backend: &Static{Path: inv, Interval: 50 * time.Millisecond}}, Kiln: kiln, Kube: kube, Node: "gpu-0", Simulate: true}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- a.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	})
+	return kube, kiln, inv
+}
+
+func gpuPod(name string, cards int64, owner string, labels map[string]string) *corev1.Pod {
+	p := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "team-a", UID: types.UID("uid-" + name), Labels: labels},
+		Spec: corev1.PodSpec{NodeName: "gpu-0", Containers: []corev1.Container{{Name: "main", Resources: corev1.ResourceRequirements{
+			Limits: corev1.ResourceList{"nvidia.com/gpu": *resource.NewQuantity(cards, resource.DecimalSI)},
+		}}}},
+	}
+	if owner != "" {
+		p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "gpu.kiln.dev/v1alpha1", Kind: owner, Name: name, UID: "owner", Controller: ptrTrue()}}
+	}
+	return p
+}
+
+func ptrTrue() *bool { t := true; return &t }
+
+// held waits until NodeDevices says which devices each Pod holds, and
+// returns them.
+func held(t *testing.T, kiln *kilnfake.Clientset, want map[types.UID]int) map[types.UID][]string {
+	t.Helper()
+	var got map[types.UID][]string
+	var kinds map[types.UID]v1alpha1.DeviceHolderKind
+	err := wait.PollUntilContextTimeout(context.Background(), 20*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
+		nd, err := kiln.GpuV1alpha1().NodeDevices().Get(ctx, "gpu-0", metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		got, kinds = map[types.UID][]string{}, map[types.UID]v1alpha1.DeviceHolderKind{}
+		for _, d := range nd.Status.Devices {
+			if d.Holder != nil {
+				got[d.Holder.PodUID] = append(got[d.Holder.PodUID], d.UUID)
+				kinds[d.Holder.PodUID] = d.Holder.Kind
+			}
+		}
+		if len(got) != len(want) {
+			return false, nil
+		}
+		for uid, n := range want {
+			if len(got[uid]) != n {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	if err != nil {
+		t.Fatalf("holders %v, want %v", got, want)
+	}
+	return got
+}
+
+func TestAgentSimulatesTheKubelet(t *testing.T) {
+	kube, kiln, inv := simulated(t)
+	pods := kube.CoreV1().Pods("team-a")
+	ctx := context.Background()
+
+	// Two Instances' Pods get two devices each, none shared; NVLink pairs
+	// where they can.
+	if _, err := pods.Create(ctx, gpuPod("a", 2, "Instance", nil), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pods.Create(ctx, gpuPod("b", 2, "Instance", nil), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	got := held(t, kiln, map[types.UID]int{"uid-a": 2, "uid-b": 2})
+	all := append(slices.Clone(got["uid-a"]), got["uid-b"]...)
+	slices.Sort(all)
+	if !slices.Equal(slices.Compact(slices.Clone(all)), all) {
+		t.Fatalf("devices shared: %v", got)
+	}
+	nd, _ := kiln.GpuV1alpha1().NodeDevices().Get(ctx, "gpu-0", metav1.GetOptions{})
+	for _, d := range nd.Status.Devices {
+		if d.Holder != nil && d.Holder.Kind != v1alpha1.DeviceHolderInstance {
+			t.Errorf("device %s held by a %s, want an Instance", d.UUID, d.Holder.Kind)
+		}
+	}
+
+	// A Claim's holder gets two cards; when it hands over, its Instance's
+	// Pod gets exactly those.
+	if err := pods.Delete(ctx, "a", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	onClaim := map[string]string{claim.LabelClaim: "reserved"}
+	if _, err := pods.Create(ctx, gpuPod("reserved-hold", 2, "Claim", onClaim), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	reserved := held(t, kiln, map[types.UID]int{"uid-b": 2, "uid-reserved-hold": 2})["uid-reserved-hold"]
+	for range 3 {
+		if err := pods.Delete(ctx, "reserved-hold", metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		held(t, kiln, map[types.UID]int{"uid-b": 2})
+		if _, err := pods.Create(ctx, gpuPod("on-claim", 2, "Instance", onClaim), metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if got := held(t, kiln, map[types.UID]int{"uid-b": 2, "uid-on-claim": 2})["uid-on-claim"]; !sameSet(got, reserved) {
+			t.Fatalf("the Instance on the Claim got %v, the Claim held %v", got, reserved)
+		}
+		if err := pods.Delete(ctx, "on-claim", metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		held(t, kiln, map[types.UID]int{"uid-b": 2})
+		if _, err := pods.Create(ctx, gpuPod("reserved-hold", 2, "Claim", onClaim), metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if got := held(t, kiln, map[types.UID]int{"uid-b": 2, "uid-reserved-hold": 2})["uid-reserved-hold"]; !sameSet(got, reserved) {
+			t.Fatalf("the Claim's holder came back on %v, it held %v", got, reserved)
+		}
+	}
+
+	// A failed device is reported and given to nobody new.
+	if err := os.WriteFile(inv, []byte(strings.Replace(inventory, `nvLinkPeers: [GPU-0]}`, `nvLinkPeers: [GPU-0], unhealthy: "XID 79"}`, 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	err := wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
+		nd, err := kiln.GpuV1alpha1().NodeDevices().Get(ctx, "gpu-0", metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		for _, d := range nd.Status.Devices {
+			if d.UUID == "GPU-2" {
+				return d.Health == v1alpha1.DeviceUnhealthy && d.Reason == "XID 79", nil
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
+		t.Fatal("GPU-2's failure never reached NodeDevices")
+	}
+}
+
+func sameSet(a, b []string) bool {
+	a, b = slices.Clone(a), slices.Clone(b)
+	slices.Sort(a)
+	slices.Sort(b)
+	return slices.Equal(a, b)
+}
