@@ -6,10 +6,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 
 	"kiln.dev/kiln/pkg/deviceplugin/kubeletstub"
@@ -27,10 +29,11 @@ func TestNodeAgentRegistersWithTheKubelet(t *testing.T) {
 	}
 	ds := decode[appsv1.DaemonSet](t, "node-agent.yaml", "DaemonSet")
 	pod := ds.Spec.Template.Spec
-	if pod.AutomountServiceAccountToken == nil || *pod.AutomountServiceAccountToken {
-		t.Error("the node agent talks only to the kubelet; it should mount no token")
-	}
 	c := pod.Containers[0]
+	if i := slices.IndexFunc(c.Env, func(e corev1.EnvVar) bool { return e.Name == "NODE_NAME" }); i < 0 ||
+		c.Env[i].ValueFrom == nil || c.Env[i].ValueFrom.FieldRef == nil || c.Env[i].ValueFrom.FieldRef.FieldPath != "spec.nodeName" {
+		t.Error("the agent reports its node's NodeDevices; NODE_NAME must come from spec.nodeName")
+	}
 	hostPaths := map[string]string{}
 	for _, v := range pod.Volumes {
 		if v.HostPath != nil {
@@ -56,6 +59,9 @@ func TestNodeAgentRegistersWithTheKubelet(t *testing.T) {
 	args := append(append([]string(nil), c.Args...), "--device-plugin-dir="+dir, "--inventory="+inv)
 	var logs bytes.Buffer
 	cmd := exec.Command(bin, args...)
+	// Without NODE_NAME it is the device plugin alone: there is no API
+	// server here to report to.
+	cmd.Env = slices.DeleteFunc(os.Environ(), func(e string) bool { return strings.HasPrefix(e, "NODE_NAME=") })
 	cmd.Stdout, cmd.Stderr = &logs, &logs
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -146,6 +146,7 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 		{"APIService v1alpha1.gpu.kiln.dev", c.registerAPIService},
 		{"tenants", c.createTenants},
 		{"kiln-controller", c.startController},
+		{"node agents of the GPU nodes", c.startNodeAgents},
 	}
 	for _, s := range steps {
 		start := time.Now()
@@ -468,6 +469,7 @@ func (c *Cluster) applyArtifacts(ctx context.Context) error {
 		filepath.Join(art, "rbac", "apiserver.yaml"),
 		filepath.Join(art, "rbac", "tenant-roles.yaml"),
 		filepath.Join(art, "rbac", "controller.yaml"),
+		filepath.Join(art, "rbac", "node-agent.yaml"),
 	)
 }
 

@@ -196,7 +196,8 @@ func runLoops(ctx context.Context, o *Options, kube kubernetes.Interface, kiln v
 	nodes := kubeInformers.Core().V1().Nodes()
 	instances, err := instance.NewController(kube, kiln,
 		kilnInformers.Gpu().V1alpha1().Instances(), kilnInformers.Gpu().V1alpha1().InstanceTypes(),
-		kilnInformers.Gpu().V1alpha1().Claims(), pods, kubeInformers.Core().V1().Services(), nodes, recorder,
+		kilnInformers.Gpu().V1alpha1().Claims(), pods, kubeInformers.Core().V1().Services(), nodes,
+		kilnInformers.Gpu().V1alpha1().NodeDevices(), recorder,
 		instance.Options{
 			Render:           instance.RenderOptions{SSHImage: o.SSHImage},
 			AdmissionBackoff: o.AdmissionBackoff,
@@ -205,14 +206,15 @@ func runLoops(ctx context.Context, o *Options, kube kubernetes.Interface, kiln v
 	if err != nil {
 		return err
 	}
-	types, err := instancetype.NewController(kiln, kilnInformers.Gpu().V1alpha1().InstanceTypes(), nodes, pods)
+	types, err := instancetype.NewController(kiln, kilnInformers.Gpu().V1alpha1().InstanceTypes(), nodes, pods,
+		kilnInformers.Gpu().V1alpha1().NodeDevices())
 	if err != nil {
 		return err
 	}
 	claims, err := claim.NewController(kube, kiln,
 		kilnInformers.Gpu().V1alpha1().Claims(), kilnInformers.Gpu().V1alpha1().Instances(),
 		kilnInformers.Gpu().V1alpha1().InstanceTypes(), kilnInformers.Gpu().V1alpha1().Budgets(),
-		pods, nodes, recorder,
+		pods, nodes, kilnInformers.Gpu().V1alpha1().NodeDevices(), recorder,
 		claim.Options{HolderImage: o.HolderImage, LostGrace: o.ClaimLostGrace})
 	if err != nil {
 		return err

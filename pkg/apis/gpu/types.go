@@ -423,6 +423,14 @@ const (
 // InstanceConditionReady is true when the Instance's container runs and is ready.
 const InstanceConditionReady = "Ready"
 
+// InstanceConditionDeviceHealthy is false while a device the Instance
+// holds is unhealthy; absent while it holds none the node agent reports.
+const InstanceConditionDeviceHealthy = "DeviceHealthy"
+
+// InstanceConditionClaimDevices says, for an Instance on a Claim, whether
+// its Pod got exactly the devices the Claim holds.
+const InstanceConditionClaimDevices = "ClaimDevices"
+
 // SizedResourcesAnnotation lists the host resources of an Instance that
 // InstanceSizing filled in rather than the user ("cpu,memory"), so a later
 // change of the share sizes them again.
@@ -497,6 +505,13 @@ const (
 type DeviceAllocation struct {
 	// device is the device's ID, e.g. a GPU UUID or a MIG device UUID.
 	Device string `json:"device"`
+	// index of the card on the node (nvidia-smi's); a MIG device has its
+	// card's.
+	// +optional
+	Index int32 `json:"index,omitempty"`
+	// pciBusID of the card.
+	// +optional
+	PCIBusID string `json:"pciBusID,omitempty"`
 	// mode is Exclusive, Slice or Partition.
 	Mode AllocationMode `json:"mode"`
 	// memoryPercent of the device's memory given to the Instance (Slice).

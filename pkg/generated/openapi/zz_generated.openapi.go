@@ -17967,6 +17967,20 @@ func schema_pkg_apis_gpu_v1alpha1_DeviceAllocation(ref common.ReferenceCallback)
 							Format:      "",
 						},
 					},
+					"index": {
+						SchemaProps: spec.SchemaProps{
+							Description: "index of the card on the node (nvidia-smi's); a MIG device has its card's.",
+							Type:        []string{"integer"},
+							Format:      "int32",
+						},
+					},
+					"pciBusID": {
+						SchemaProps: spec.SchemaProps{
+							Description: "pciBusID of the card.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
 					"mode": {
 						SchemaProps: spec.SchemaProps{
 							Description: "mode is Exclusive, Slice or Partition.\n\nPossible enum values:\n - `\"Exclusive\"`\n - `\"Partition\"`\n - `\"Slice\"`",

@@ -85,6 +85,7 @@ type Controller struct {
 	budgets   listers.BudgetLister
 	pods      corelisters.PodLister
 	nodes     corelisters.NodeLister
+	devices   listers.NodeDevicesLister
 	claimIdx  cache.TypedIndexer[*v1alpha1.Claim]
 	instIdx   cache.TypedIndexer[*v1alpha1.Instance]
 
@@ -121,6 +122,7 @@ func NewController(
 	budgets kilninformers.BudgetInformer,
 	pods coreinformers.PodInformer,
 	nodes coreinformers.NodeInformer,
+	nodeDevices kilninformers.NodeDevicesInformer,
 	recorder record.EventRecorder,
 	opts Options,
 ) (*Controller, error) {
@@ -141,6 +143,7 @@ func NewController(
 		budgets:   budgets.Lister(),
 		pods:      pods.Lister(),
 		nodes:     nodes.Lister(),
+		devices:   nodeDevices.Lister(),
 		claimIdx:  claimInformer.GetTypedIndexer(),
 		instIdx:   instInformer.GetTypedIndexer(),
 		recorder:  recorder,
@@ -211,6 +214,13 @@ func NewController(
 	if err := queue.Watch(c.queue, coreinformers.ToTypedNodeInformer(nodes).TypedInformer(), queue.Handler(
 		func(n *corev1.Node) { c.enqueueIndexed(byNode, n.Name); c.enqueueWaiting() },
 		func(d cache.DeletedObject[*corev1.Node]) { c.enqueueIndexed(byNode, d.GetObjectName().Name) },
+	)); err != nil {
+		return nil, err
+	}
+	// The node agent reports which devices a holder got.
+	if err := queue.Watch(c.queue, kilninformers.ToTypedNodeDevicesInformer(nodeDevices).TypedInformer(), queue.Handler(
+		func(nd *v1alpha1.NodeDevices) { c.enqueueIndexed(byNode, nd.Name) },
+		func(d kilninformers.DeletedNodeDevices) { c.enqueueIndexed(byNode, d.GetName()) },
 	)); err != nil {
 		return nil, err
 	}

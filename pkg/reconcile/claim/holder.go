@@ -3,6 +3,7 @@ package claim
 import (
 	"context"
 	"fmt"
+	"sort"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -137,6 +138,31 @@ func controlledBy(pod *corev1.Pod, c *v1alpha1.Claim) bool {
 
 // devices lists what a Claim holds until the node agent reports device
 // IDs: one entry per unit, named after the holder Pod.
+// heldDevices is what the Claim holds on node: the devices the node
+// agent reports its holder Pod got; until the report comes, or with no
+// holder (attached), what it held before; unit names made up from the
+// holder's name on a node no agent reports.
+func (c *Controller) heldDevices(cl *v1alpha1.Claim, ask corev1.ResourceList, node string, holder *corev1.Pod) []string {
+	nd, err := c.devices.Get(node)
+	if err != nil {
+		return devices(cl, ask)
+	}
+	var got []string
+	for _, d := range nd.Status.Devices {
+		if holder != nil && d.Holder != nil && d.Holder.PodUID == holder.UID {
+			got = append(got, d.UUID)
+		}
+	}
+	if len(got) > 0 {
+		sort.Strings(got)
+		return got
+	}
+	if cl.Status.NodeName == node {
+		return cl.Status.Devices
+	}
+	return nil
+}
+
 func devices(c *v1alpha1.Claim, ask corev1.ResourceList) []string {
 	var out []string
 	for name, q := range ask {

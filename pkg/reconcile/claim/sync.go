@@ -134,7 +134,8 @@ func (c *Controller) syncPlaced(ctx context.Context, s *step, node string) error
 				fmt.Sprintf("Attached to Instance %s on node %s", s.inst.Name, node)})
 		}
 		s.st.Phase, s.st.AttachedTo, s.st.ExpiresAt = v1alpha1.ClaimAttached, s.inst.Name, nil
-		s.st.Devices = devices(s.cl, ask)
+		// What the holder had: the Instance's Pod is checked against it.
+		s.st.Devices = c.heldDevices(s.cl, ask, node, nil)
 		s.wait("", "")
 		// The holder goes only once the Instance's Pod has the room
 		// reserved for itself, so nothing else gets in between.
@@ -206,7 +207,7 @@ func (c *Controller) syncPlaced(ctx context.Context, s *step, node string) error
 		s.st.ExpiresAt = nil
 	}
 	s.wait("", "")
-	s.st.Devices = devices(s.cl, ask)
+	s.st.Devices = c.heldDevices(s.cl, ask, node, holder)
 	return c.expire(ctx, s)
 }
 

@@ -1,6 +1,7 @@
 package claim
 
 import (
+	"context"
 	"slices"
 	"strings"
 	"testing"
@@ -43,7 +44,7 @@ type fixture struct {
 	c        *Controller
 	clock    time.Time
 
-	claims, instances, types, budgets, pods, nodes cache.Indexer
+	claims, instances, types, budgets, pods, nodes, nodeDevices cache.Indexer
 }
 
 func newFixture(t *testing.T, objs ...runtime.Object) *fixture {
@@ -68,7 +69,7 @@ func newFixture(t *testing.T, objs ...runtime.Object) *fixture {
 	gpu := kilnInf.Gpu().V1alpha1()
 	claims, instances, instanceTypes, budgets := gpu.Claims(), gpu.Instances(), gpu.InstanceTypes(), gpu.Budgets()
 	pods, nodes := kubeInf.Core().V1().Pods(), kubeInf.Core().V1().Nodes()
-	c, err := NewController(f.kube, f.kiln, claims, instances, instanceTypes, budgets, pods, nodes, f.recorder,
+	c, err := NewController(f.kube, f.kiln, claims, instances, instanceTypes, budgets, pods, nodes, gpu.NodeDevices(), f.recorder,
 		Options{LostGrace: grace})
 	if err != nil {
 		t.Fatal(err)
@@ -78,6 +79,7 @@ func newFixture(t *testing.T, objs ...runtime.Object) *fixture {
 	f.claims, f.instances = claims.Informer().GetIndexer(), instances.Informer().GetIndexer()
 	f.types, f.budgets = instanceTypes.Informer().GetIndexer(), budgets.Informer().GetIndexer()
 	f.pods, f.nodes = pods.Informer().GetIndexer(), nodes.Informer().GetIndexer()
+	f.nodeDevices = gpu.NodeDevices().Informer().GetIndexer()
 	for _, o := range objs {
 		if err := f.indexerFor(o).Add(o); err != nil {
 			t.Fatal(err)
@@ -108,6 +110,8 @@ func (f *fixture) indexerFor(o runtime.Object) cache.Indexer {
 		return f.pods
 	case *corev1.Node:
 		return f.nodes
+	case *v1alpha1.NodeDevices:
+		return f.nodeDevices
 	}
 	f.t.Fatalf("no indexer for %T", o)
 	return nil
@@ -1114,5 +1118,44 @@ func TestSyncDeletion(t *testing.T) {
 				t.Errorf("events %v", events)
 			}
 		})
+	}
+}
+
+// A Claim reports the devices the node agent says its holder got, and
+// keeps them while attached, so its Instance's Pod can be checked against
+// them; on a node no agent reports it names units after its holder.
+func TestSyncReportsHeldDevices(t *testing.T) {
+	cl, h := held(newClaim("train", 2, expireAfter(time.Hour)), "gpu-1")
+	f := newFixture(t, cl, h, h100(), node("gpu-1"))
+	holder := &v1alpha1.DeviceHolder{Kind: v1alpha1.DeviceHolderClaim, PodUID: h.UID}
+	nd := &v1alpha1.NodeDevices{ObjectMeta: metav1.ObjectMeta{Name: "gpu-1"}, Status: v1alpha1.NodeDevicesStatus{Devices: []v1alpha1.NodeDevice{
+		{UUID: "GPU-b", Holder: holder}, {UUID: "GPU-a", Holder: holder}, {UUID: "GPU-c"},
+		{UUID: "GPU-d", Holder: &v1alpha1.DeviceHolder{Kind: v1alpha1.DeviceHolderPod, PodUID: "someone"}},
+	}}}
+	if err := f.nodeDevices.Add(nd); err != nil {
+		t.Fatal(err)
+	}
+	f.sync()
+	if got := f.claim("train").Status.Devices; !slices.Equal(got, []string{"GPU-a", "GPU-b"}) {
+		t.Fatalf("devices %v, want the holder's GPU-a and GPU-b", got)
+	}
+
+	// Attached, its holder gone: still the holder's devices.
+	job := instance("job", "train")
+	f = newFixture(t, attached(newClaim("train", 2, expireAfter(time.Hour)), "gpu-1", job), job, h100(), node("gpu-1"), instancePod(job, "gpu-1", true))
+	cur := f.claim("train").DeepCopy()
+	cur.Status.Devices = []string{"GPU-a", "GPU-b"}
+	if err := f.claims.Update(cur); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.kiln.GpuV1alpha1().Claims(cur.Namespace).UpdateStatus(context.Background(), cur, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.nodeDevices.Add(nd); err != nil {
+		t.Fatal(err)
+	}
+	f.sync()
+	if got := f.claim("train").Status.Devices; !slices.Equal(got, []string{"GPU-a", "GPU-b"}) {
+		t.Fatalf("attached: devices %v, want the holder's GPU-a and GPU-b kept", got)
 	}
 }

@@ -38,6 +38,9 @@ const (
 	byType  = "spec.type"
 	byNode  = "spec.nodeName"
 	byClaim = "spec.claimName"
+	// byRunsOn indexes Instances by the node their Pod runs on, so a
+	// node's NodeDevices wakes the Instances there.
+	byRunsOn = "status.nodeName"
 )
 
 // Options tune the controller.
@@ -64,6 +67,7 @@ type Controller struct {
 	pods      corelisters.PodLister
 	services  corelisters.ServiceLister
 	nodes     corelisters.NodeLister
+	devices   listers.NodeDevicesLister
 	indexer   cache.TypedIndexer[*v1alpha1.Instance]
 
 	queue    *queue.Queue[cache.ObjectName]
@@ -97,6 +101,7 @@ func NewController(
 	pods coreinformers.PodInformer,
 	services coreinformers.ServiceInformer,
 	nodes coreinformers.NodeInformer,
+	nodeDevices kilninformers.NodeDevicesInformer,
 	recorder record.EventRecorder,
 	opts Options,
 ) (*Controller, error) {
@@ -116,6 +121,7 @@ func NewController(
 		pods:      pods.Lister(),
 		services:  services.Lister(),
 		nodes:     nodes.Lister(),
+		devices:   nodeDevices.Lister(),
 		indexer:   instanceInformer.GetTypedIndexer(),
 		recorder:  recorder,
 		opts:      opts,
@@ -134,6 +140,12 @@ func NewController(
 		byClaim: func(inst *v1alpha1.Instance) ([]string, error) {
 			if n := inst.Spec.ClaimName; n != "" {
 				return []string{inst.Namespace + "/" + n}, nil
+			}
+			return nil, nil
+		},
+		byRunsOn: func(inst *v1alpha1.Instance) ([]string, error) {
+			if n := inst.Status.NodeName; n != "" {
+				return []string{n}, nil
 			}
 			return nil, nil
 		},
@@ -165,6 +177,13 @@ func NewController(
 	if err := queue.Watch(c.queue, kilninformers.ToTypedClaimInformer(claims).TypedInformer(), queue.Handler(
 		func(cl *v1alpha1.Claim) { c.enqueueIndexed(byClaim, cl.Namespace+"/"+cl.Name) },
 		func(d kilninformers.DeletedClaim) { c.enqueueIndexed(byClaim, d.GetObjectName().String()) },
+	)); err != nil {
+		return nil, err
+	}
+	// The node agent reports which devices each Pod got.
+	if err := queue.Watch(c.queue, kilninformers.ToTypedNodeDevicesInformer(nodeDevices).TypedInformer(), queue.Handler(
+		func(nd *v1alpha1.NodeDevices) { c.enqueueIndexed(byRunsOn, nd.Name) },
+		func(d kilninformers.DeletedNodeDevices) { c.enqueueIndexed(byRunsOn, d.GetName()) },
 	)); err != nil {
 		return nil, err
 	}

@@ -66,7 +66,7 @@ func newFixture(t *testing.T, opts Options, objs ...runtime.Object) *fixture {
 	instances, instanceTypes := kilnInf.Gpu().V1alpha1().Instances(), kilnInf.Gpu().V1alpha1().InstanceTypes()
 	pods, services, nodes := kubeInf.Core().V1().Pods(), kubeInf.Core().V1().Services(), kubeInf.Core().V1().Nodes()
 	claims := kilnInf.Gpu().V1alpha1().Claims()
-	c, err := NewController(f.kube, f.kiln, instances, instanceTypes, claims, pods, services, nodes, f.recorder, opts)
+	c, err := NewController(f.kube, f.kiln, instances, instanceTypes, claims, pods, services, nodes, kilnInf.Gpu().V1alpha1().NodeDevices(), f.recorder, opts)
 	if err != nil {
 		t.Fatal(err)
 	}

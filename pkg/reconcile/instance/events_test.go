@@ -43,7 +43,7 @@ func newEventsFixture(t *testing.T, instances ...*v1alpha1.Instance) *eventsFixt
 	kubeInf := kubeinformers.NewSharedInformerFactory(kube, 0)
 	kilnInf := kilninformers.NewSharedInformerFactory(kiln, 0)
 	c, err := NewController(kube, kiln, kilnInf.Gpu().V1alpha1().Instances(), kilnInf.Gpu().V1alpha1().InstanceTypes(), kilnInf.Gpu().V1alpha1().Claims(),
-		kubeInf.Core().V1().Pods(), kubeInf.Core().V1().Services(), kubeInf.Core().V1().Nodes(), record.NewFakeRecorder(10), Options{})
+		kubeInf.Core().V1().Pods(), kubeInf.Core().V1().Services(), kubeInf.Core().V1().Nodes(), kilnInf.Gpu().V1alpha1().NodeDevices(), record.NewFakeRecorder(10), Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

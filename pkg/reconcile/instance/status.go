@@ -2,6 +2,9 @@ package instance
 
 import (
 	"fmt"
+	"slices"
+	"sort"
+	"strings"
 	"unicode/utf8"
 
 	corev1 "k8s.io/api/core/v1"
@@ -47,6 +50,11 @@ type observed struct {
 	rebuilding string
 	// claimWait says why an Instance on a Claim does not run yet.
 	claimWait string
+	// devices is the NodeDevices of the Pod's node, nil when none is
+	// reported.
+	devices *v1alpha1.NodeDevices
+	// claim is the Claim the Instance runs on, attached to it; nil if none.
+	claim *v1alpha1.Claim
 }
 
 type problem struct {
@@ -61,7 +69,7 @@ func computeStatus(o observed) v1alpha1.InstanceStatus {
 	st := v1alpha1.InstanceStatus{
 		Conditions:         append([]metav1.Condition(nil), inst.Status.Conditions...),
 		ObservedGeneration: inst.Generation,
-		Allocations:        inst.Status.Allocations,
+		Allocations:        allocations(inst, o.pod, o.devices),
 	}
 	for _, p := range inst.Spec.Ports {
 		v1alpha1.SetDefaults_InstancePort(&p)
@@ -112,6 +120,8 @@ func computeStatus(o observed) v1alpha1.InstanceStatus {
 			ready = metav1.ConditionTrue
 		}
 	}
+	setDeviceHealthy(&st, o.devices, inst.Generation)
+	setClaimDevices(&st, o.claim, inst.Generation)
 	message = conditionMessage(message)
 	st.Message = message
 	meta.SetStatusCondition(&st.Conditions, metav1.Condition{
@@ -238,4 +248,98 @@ func conditionMessage(m string) string {
 		m = m[:len(m)-1]
 	}
 	return m + cut
+}
+
+// allocations are the devices the node agent reports the Pod holds, by
+// index.
+func allocations(inst *v1alpha1.Instance, pod *corev1.Pod, nd *v1alpha1.NodeDevices) []v1alpha1.DeviceAllocation {
+	if pod == nil || nd == nil || nd.Name != pod.Spec.NodeName {
+		return nil
+	}
+	var out []v1alpha1.DeviceAllocation
+	for _, d := range nd.Status.Devices {
+		if d.Holder == nil || d.Holder.PodUID != pod.UID {
+			continue
+		}
+		a := v1alpha1.DeviceAllocation{Device: d.UUID, Index: d.Index, PCIBusID: d.PCIBusID, Mode: v1alpha1.AllocationExclusive}
+		switch s := inst.Spec.Resources.Slice; {
+		case d.Profile != "":
+			a.Mode, a.Profile = v1alpha1.AllocationPartition, d.Profile
+		case s != nil:
+			a.Mode, a.MemoryPercent, a.CoresPercent = v1alpha1.AllocationSlice, s.MemoryPercent, s.CoresPercent
+		}
+		out = append(out, a)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Index != out[j].Index {
+			return out[i].Index < out[j].Index
+		}
+		return out[i].Device < out[j].Device
+	})
+	return out
+}
+
+// Reasons of the DeviceHealthy condition.
+const (
+	ReasonDevicesHealthy  = "DevicesHealthy"
+	ReasonDeviceUnhealthy = "DeviceUnhealthy"
+)
+
+// setDeviceHealthy reports, for the devices in st.Allocations, whether the
+// node agent says each is healthy; without allocations there is no
+// condition.
+func setDeviceHealthy(st *v1alpha1.InstanceStatus, nd *v1alpha1.NodeDevices, generation int64) {
+	if len(st.Allocations) == 0 || nd == nil {
+		meta.RemoveStatusCondition(&st.Conditions, v1alpha1.InstanceConditionDeviceHealthy)
+		return
+	}
+	c := metav1.Condition{
+		Type: v1alpha1.InstanceConditionDeviceHealthy, Status: metav1.ConditionTrue, ObservedGeneration: generation,
+		Reason: ReasonDevicesHealthy, Message: "every device the Instance holds is healthy",
+	}
+	var bad []string
+	for _, a := range st.Allocations {
+		for _, d := range nd.Status.Devices {
+			if d.UUID == a.Device && d.Health != v1alpha1.DeviceHealthy {
+				bad = append(bad, fmt.Sprintf("device %s (index %d) on %s is unhealthy: %s", d.UUID, d.Index, nd.Name, d.Reason))
+			}
+		}
+	}
+	if len(bad) > 0 {
+		c.Status, c.Reason = metav1.ConditionFalse, ReasonDeviceUnhealthy
+		c.Message = conditionMessage(strings.Join(bad, "; ") + "; stop and start the Instance to run on healthy devices")
+	}
+	meta.SetStatusCondition(&st.Conditions, c)
+}
+
+// Reasons of the ClaimDevices condition.
+const (
+	ReasonClaimDevices    = "ClaimDevices"
+	ReasonNotClaimDevices = "NotClaimDevices"
+)
+
+// setClaimDevices checks the devices the Pod got against those its Claim
+// holds, once both are reported (a Claim on a node no agent reports names
+// units, not devices, and is not checked).
+func setClaimDevices(st *v1alpha1.InstanceStatus, cl *v1alpha1.Claim, generation int64) {
+	var got []string
+	for _, a := range st.Allocations {
+		got = append(got, a.Device)
+	}
+	if cl == nil || len(got) == 0 || len(cl.Status.Devices) == 0 || slices.ContainsFunc(cl.Status.Devices, func(d string) bool { return strings.Contains(d, "/") }) {
+		meta.RemoveStatusCondition(&st.Conditions, v1alpha1.InstanceConditionClaimDevices)
+		return
+	}
+	held := slices.Sorted(slices.Values(cl.Status.Devices))
+	slices.Sort(got)
+	c := metav1.Condition{
+		Type: v1alpha1.InstanceConditionClaimDevices, Status: metav1.ConditionTrue, ObservedGeneration: generation,
+		Reason: ReasonClaimDevices, Message: fmt.Sprintf("the Pod got the devices claim %s holds", cl.Name),
+	}
+	if !slices.Equal(got, held) {
+		c.Status, c.Reason = metav1.ConditionFalse, ReasonNotClaimDevices
+		c.Message = conditionMessage(fmt.Sprintf("the Pod got %s; claim %s holds %s: stop and start the Instance to run on the Claim's devices",
+			strings.Join(got, ", "), cl.Name, strings.Join(held, ", ")))
+	}
+	meta.SetStatusCondition(&st.Conditions, c)
 }

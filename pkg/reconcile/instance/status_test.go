@@ -215,15 +215,28 @@ func TestComputeStatusReadyInstance(t *testing.T) {
 	inst := sized("h100")
 	inst.Generation = 7
 	inst.Spec.Ports = []v1alpha1.InstancePort{{Name: "jupyter", Port: 8888}}
-	inst.Status.Allocations = []v1alpha1.DeviceAllocation{{Mode: v1alpha1.AllocationExclusive}}
 	svc := &corev1.Service{Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "jupyter", Port: 8888, Protocol: corev1.ProtocolTCP, NodePort: 30001}}}}
+	pod := podOn(corev1.PodRunning, scheduled(), ready())
+	pod.UID = "pod-uid"
+	// The node agent's report: two cards of this Pod's, listed out of
+	// order, one of another Pod's, one free.
+	mine := &v1alpha1.DeviceHolder{Kind: v1alpha1.DeviceHolderInstance, PodUID: pod.UID}
+	devices := &v1alpha1.NodeDevices{ObjectMeta: metav1.ObjectMeta{Name: "gpu-1"}, Status: v1alpha1.NodeDevicesStatus{Devices: []v1alpha1.NodeDevice{
+		{UUID: "GPU-c", Index: 3, PCIBusID: "0000:3b:00.0", Holder: mine, Health: v1alpha1.DeviceHealthy},
+		{UUID: "GPU-a", Index: 1, PCIBusID: "0000:1b:00.0", Holder: mine, Health: v1alpha1.DeviceHealthy},
+		{UUID: "GPU-b", Index: 2, Holder: &v1alpha1.DeviceHolder{Kind: v1alpha1.DeviceHolderPod, PodUID: "other"}},
+		{UUID: "GPU-d", Index: 4},
+	}}}
 
-	st := computeStatus(observed{inst: inst, pod: podOn(corev1.PodRunning, scheduled(), ready()), svc: svc, node: gpuNode()})
+	st := computeStatus(observed{inst: inst, pod: pod, svc: svc, node: gpuNode(), devices: devices})
 
 	want := v1alpha1.InstanceStatus{
 		Phase:   v1alpha1.InstanceReady,
 		Message: "running on gpu-1",
 		Conditions: []metav1.Condition{{
+			Type: v1alpha1.InstanceConditionDeviceHealthy, Status: metav1.ConditionTrue, Reason: ReasonDevicesHealthy,
+			Message: "every device the Instance holds is healthy", ObservedGeneration: 7,
+		}, {
 			Type: v1alpha1.InstanceConditionReady, Status: metav1.ConditionTrue, Reason: ReasonPodReady,
 			Message: "running on gpu-1", ObservedGeneration: 7,
 		}},
@@ -232,8 +245,11 @@ func TestComputeStatusReadyInstance(t *testing.T) {
 		HostIPs:            []string{"203.0.113.7", "2001:db8::7", "10.0.0.7", "fd00::7"},
 		PodIPs:             []string{"10.244.1.5", "fd00:10:244::5"},
 		Ports:              []v1alpha1.InstancePortStatus{{Name: "jupyter", Port: 8888, Protocol: corev1.ProtocolTCP, NodePort: 30001}},
-		Allocations:        inst.Status.Allocations,
-		StartTime:          &started,
+		Allocations: []v1alpha1.DeviceAllocation{
+			{Device: "GPU-a", Index: 1, PCIBusID: "0000:1b:00.0", Mode: v1alpha1.AllocationExclusive},
+			{Device: "GPU-c", Index: 3, PCIBusID: "0000:3b:00.0", Mode: v1alpha1.AllocationExclusive},
+		},
+		StartTime: &started,
 	}
 	if diff := cmp.Diff(want, st, cmpopts.IgnoreFields(metav1.Condition{}, "LastTransitionTime")); diff != "" {
 		t.Errorf("status (-want +got):\n%s", diff)
@@ -481,5 +497,97 @@ func TestFailedPodWithAnOddReason(t *testing.T) {
 	}
 	if st.Phase != v1alpha1.InstanceFailed || st.Conditions[0].Reason != "OutOfnvidia_com_gpu" {
 		t.Fatalf("status %+v, want Failed with reason OutOfnvidia_com_gpu", st)
+	}
+}
+
+func TestAllocations(t *testing.T) {
+	pod := podOn(corev1.PodRunning, scheduled(), ready())
+	pod.UID = "pod-uid"
+	mine := &v1alpha1.DeviceHolder{Kind: v1alpha1.DeviceHolderInstance, PodUID: pod.UID}
+	nd := func(node string, d ...v1alpha1.NodeDevice) *v1alpha1.NodeDevices {
+		return &v1alpha1.NodeDevices{ObjectMeta: metav1.ObjectMeta{Name: node}, Status: v1alpha1.NodeDevicesStatus{Devices: d}}
+	}
+	sliced := sized("l4")
+	sliced.Spec.Resources.Slice = &v1alpha1.SliceRequest{MemoryPercent: 25, CoresPercent: 50}
+	for _, tc := range []struct {
+		name string
+		inst *v1alpha1.Instance
+		pod  *corev1.Pod
+		nd   *v1alpha1.NodeDevices
+		want []v1alpha1.DeviceAllocation
+	}{
+		{"a MIG device is a partition", sized("h100"), pod, nd("gpu-1", v1alpha1.NodeDevice{UUID: "MIG-a", Index: 7, Profile: "1g.10gb", Holder: mine}),
+			[]v1alpha1.DeviceAllocation{{Device: "MIG-a", Index: 7, Mode: v1alpha1.AllocationPartition, Profile: "1g.10gb"}}},
+		{"a slice of a card", sliced, pod, nd("gpu-1", v1alpha1.NodeDevice{UUID: "GPU-a", Holder: mine}),
+			[]v1alpha1.DeviceAllocation{{Device: "GPU-a", Mode: v1alpha1.AllocationSlice, MemoryPercent: 25, CoresPercent: 50}}},
+		{"another node's report says nothing of this Pod", sized("h100"), pod, nd("gpu-2", v1alpha1.NodeDevice{UUID: "GPU-a", Holder: mine}), nil},
+		{"no Pod, no devices", sized("h100"), nil, nd("gpu-1", v1alpha1.NodeDevice{UUID: "GPU-a", Holder: mine}), nil},
+		{"no report", sized("h100"), pod, nil, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := allocations(tc.inst, tc.pod, tc.nd); !cmp.Equal(got, tc.want) {
+				t.Errorf("got %+v, want %+v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestDeviceHealthyCondition(t *testing.T) {
+	pod := podOn(corev1.PodRunning, scheduled(), ready())
+	pod.UID = "pod-uid"
+	mine := &v1alpha1.DeviceHolder{Kind: v1alpha1.DeviceHolderInstance, PodUID: pod.UID}
+	nd := &v1alpha1.NodeDevices{ObjectMeta: metav1.ObjectMeta{Name: "gpu-1"}, Status: v1alpha1.NodeDevicesStatus{Devices: []v1alpha1.NodeDevice{
+		{UUID: "GPU-a", Index: 1, Holder: mine, Health: v1alpha1.DeviceHealthy},
+		{UUID: "GPU-b", Index: 2, Holder: mine, Health: v1alpha1.DeviceUnhealthy, Reason: "XID 79"},
+		{UUID: "GPU-c", Index: 3, Health: v1alpha1.DeviceUnhealthy, Reason: "XID 48"},
+	}}}
+	inst := sized("h100")
+	st := computeStatus(observed{inst: inst, pod: pod, node: gpuNode(), devices: nd})
+	c := meta.FindStatusCondition(st.Conditions, v1alpha1.InstanceConditionDeviceHealthy)
+	want := "device GPU-b (index 2) on gpu-1 is unhealthy: XID 79; stop and start the Instance to run on healthy devices"
+	if c == nil || c.Status != metav1.ConditionFalse || c.Reason != ReasonDeviceUnhealthy || c.Message != want {
+		t.Fatalf("DeviceHealthy %+v, want False saying %q", c, want)
+	}
+	// Stopped, it holds nothing: no condition.
+	inst.Status = st
+	inst.Spec.Stopped = true
+	if st := computeStatus(observed{inst: inst, devices: nd}); meta.FindStatusCondition(st.Conditions, v1alpha1.InstanceConditionDeviceHealthy) != nil {
+		t.Errorf("a stopped Instance keeps the DeviceHealthy condition: %+v", st.Conditions)
+	}
+}
+
+func TestClaimDevicesCondition(t *testing.T) {
+	pod := podOn(corev1.PodRunning, scheduled(), ready())
+	pod.UID = "pod-uid"
+	mine := &v1alpha1.DeviceHolder{Kind: v1alpha1.DeviceHolderInstance, PodUID: pod.UID}
+	nd := &v1alpha1.NodeDevices{ObjectMeta: metav1.ObjectMeta{Name: "gpu-1"}, Status: v1alpha1.NodeDevicesStatus{Devices: []v1alpha1.NodeDevice{
+		{UUID: "GPU-a", Index: 1, Holder: mine, Health: v1alpha1.DeviceHealthy},
+		{UUID: "GPU-b", Index: 2, Holder: mine, Health: v1alpha1.DeviceHealthy},
+	}}}
+	claimOf := func(devices ...string) *v1alpha1.Claim {
+		return &v1alpha1.Claim{ObjectMeta: metav1.ObjectMeta{Name: "reserved"}, Status: v1alpha1.ClaimStatus{Devices: devices}}
+	}
+	for _, tc := range []struct {
+		name       string
+		claim      *v1alpha1.Claim
+		wantStatus metav1.ConditionStatus // "" for no condition
+		wantMsg    string
+	}{
+		{"the Claim's devices, in any order", claimOf("GPU-b", "GPU-a"), metav1.ConditionTrue, "the Pod got the devices claim reserved holds"},
+		{"other devices", claimOf("GPU-a", "GPU-c"), metav1.ConditionFalse,
+			"the Pod got GPU-a, GPU-b; claim reserved holds GPU-a, GPU-c: stop and start the Instance to run on the Claim's devices"},
+		{"a Claim on a node no agent reports", claimOf("reserved-hold/nvidia.com/gpu/0"), "", ""},
+		{"no Claim", nil, "", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			st := computeStatus(observed{inst: sized("h100"), pod: pod, node: gpuNode(), devices: nd, claim: tc.claim})
+			c := meta.FindStatusCondition(st.Conditions, v1alpha1.InstanceConditionClaimDevices)
+			switch {
+			case tc.wantStatus == "" && c != nil:
+				t.Errorf("condition %+v, want none", c)
+			case tc.wantStatus != "" && (c == nil || c.Status != tc.wantStatus || c.Message != tc.wantMsg):
+				t.Errorf("condition %+v, want %s %q", c, tc.wantStatus, tc.wantMsg)
+			}
+		})
 	}
 }

@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
@@ -125,6 +126,16 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) (time.Durat
 			return 0, err
 		}
 		o.node = node
+		nd, err := c.devices.Get(o.pod.Spec.NodeName)
+		if err != nil && !apierrors.IsNotFound(err) {
+			return 0, err
+		}
+		o.devices = nd
+		if name := inst.Spec.ClaimName; name != "" {
+			if cl, err := c.claims.Claims(inst.Namespace).Get(name); err == nil && cl.Status.AttachedTo == inst.Name {
+				o.claim = cl
+			}
+		}
 	}
 	return after, c.writeStatus(ctx, inst, computeStatus(o))
 }
@@ -393,6 +404,20 @@ func (c *Controller) writeStatus(ctx context.Context, inst *v1alpha1.Instance, s
 			eventType = corev1.EventTypeWarning
 		}
 		c.recorder.Event(updated, eventType, string(st.Phase), st.Message)
+	}
+	// A device failing under the Instance, or a Pod on a Claim that got
+	// other devices than the Claim's, is news whatever the phase.
+	for _, t := range []struct{ condition, reason string }{
+		{v1alpha1.InstanceConditionDeviceHealthy, ReasonDeviceUnhealthy},
+		{v1alpha1.InstanceConditionClaimDevices, ReasonNotClaimDevices},
+	} {
+		now := meta.FindStatusCondition(st.Conditions, t.condition)
+		if now == nil || now.Status != metav1.ConditionFalse {
+			continue
+		}
+		if was := meta.FindStatusCondition(inst.Status.Conditions, t.condition); was == nil || was.Status != now.Status || was.Message != now.Message {
+			c.recorder.Event(updated, corev1.EventTypeWarning, t.reason, now.Message)
+		}
 	}
 	return nil
 }

@@ -12,6 +12,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/klog/v2"
 
@@ -352,4 +353,44 @@ func usesCounted(t *v1alpha1.InstanceType, requests corev1.ResourceList) bool {
 		}
 	}
 	return false
+}
+
+// HealthyAllocatable returns the nodes as their kubelets report them once
+// each hears from its device plugin: for every resource a node's
+// NodeDevices lists, allocatable is at most its healthy devices. A real
+// kubelet lowers allocatable itself, and taking the lesser of the two
+// counts it once; a simulated node's does not. Nodes without a report are
+// returned as they are.
+func HealthyAllocatable(nodes []*corev1.Node, devices func(node string) *v1alpha1.NodeDevices) []*corev1.Node {
+	out := make([]*corev1.Node, 0, len(nodes))
+	for _, n := range nodes {
+		nd := devices(n.Name)
+		if nd == nil {
+			out = append(out, n)
+			continue
+		}
+		healthy := map[corev1.ResourceName]int64{}
+		for _, d := range nd.Status.Devices {
+			if _, ok := healthy[corev1.ResourceName(d.Resource)]; !ok {
+				healthy[corev1.ResourceName(d.Resource)] = 0
+			}
+			if d.Health == v1alpha1.DeviceHealthy {
+				healthy[corev1.ResourceName(d.Resource)]++
+			}
+		}
+		var cp *corev1.Node
+		for name, h := range healthy {
+			if a, ok := n.Status.Allocatable[name]; ok && a.Value() > h {
+				if cp == nil {
+					cp = n.DeepCopy()
+				}
+				cp.Status.Allocatable[name] = *resource.NewQuantity(h, resource.DecimalSI)
+			}
+		}
+		if cp == nil {
+			cp = n
+		}
+		out = append(out, cp)
+	}
+	return out
 }

@@ -440,3 +440,38 @@ func TestStatusKeepsOtherConditions(t *testing.T) {
 		t.Errorf("Status changed the type's own conditions: %+v", it.Status.Conditions)
 	}
 }
+
+func TestHealthyAllocatable(t *testing.T) {
+	node := func(name string, gpus int64) *corev1.Node {
+		return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}, Status: corev1.NodeStatus{Allocatable: corev1.ResourceList{
+			"nvidia.com/gpu": *resource.NewQuantity(gpus, resource.DecimalSI), "cpu": resource.MustParse("8"),
+		}}}
+	}
+	dev := func(uuid string, healthy bool) v1alpha1.NodeDevice {
+		d := v1alpha1.NodeDevice{UUID: uuid, Resource: "nvidia.com/gpu", Health: v1alpha1.DeviceHealthy}
+		if !healthy {
+			d.Health = v1alpha1.DeviceUnhealthy
+		}
+		return d
+	}
+	reports := map[string]*v1alpha1.NodeDevices{
+		// Simulated: allocatable still 3, one device failed.
+		"sim": {Status: v1alpha1.NodeDevicesStatus{Devices: []v1alpha1.NodeDevice{dev("a", true), dev("b", false), dev("c", true)}}},
+		// Real: the kubelet already lowered allocatable to 2.
+		"real": {Status: v1alpha1.NodeDevicesStatus{Devices: []v1alpha1.NodeDevice{dev("a", true), dev("b", false), dev("c", true)}}},
+		// All failed.
+		"dead": {Status: v1alpha1.NodeDevicesStatus{Devices: []v1alpha1.NodeDevice{dev("a", false)}}},
+	}
+	in := []*corev1.Node{node("sim", 3), node("real", 2), node("dead", 1), node("unreported", 4)}
+	out := HealthyAllocatable(in, func(n string) *v1alpha1.NodeDevices { return reports[n] })
+	want := map[string]int64{"sim": 2, "real": 2, "dead": 0, "unreported": 4}
+	for _, n := range out {
+		q := n.Status.Allocatable["nvidia.com/gpu"]
+		if q.Value() != want[n.Name] {
+			t.Errorf("%s: %d cards allocatable, want %d", n.Name, q.Value(), want[n.Name])
+		}
+	}
+	if q := in[0].Status.Allocatable["nvidia.com/gpu"]; q.Value() != 3 {
+		t.Errorf("the informer's Node was changed: %s", q.String())
+	}
+}

@@ -40,9 +40,10 @@ const podsByNode = "spec.nodeName"
 type Controller struct {
 	kiln versioned.Interface
 
-	types listers.InstanceTypeLister
-	nodes corelisters.NodeLister
-	pods  cache.TypedIndexer[*corev1.Pod]
+	types   listers.InstanceTypeLister
+	nodes   corelisters.NodeLister
+	devices listers.NodeDevicesLister
+	pods    cache.TypedIndexer[*corev1.Pod]
 
 	queue *queue.Queue[string]
 	now   func() time.Time
@@ -58,14 +59,16 @@ func NewController(
 	types kilninformers.InstanceTypeInformer,
 	nodes coreinformers.NodeInformer,
 	pods coreinformers.PodInformer,
+	nodeDevices kilninformers.NodeDevicesInformer,
 ) (*Controller, error) {
 	podInformer := coreinformers.ToTypedPodInformer(pods).TypedInformer()
 	c := &Controller{
-		kiln:  kiln,
-		types: types.Lister(),
-		nodes: nodes.Lister(),
-		pods:  podInformer.GetTypedIndexer(),
-		now:   time.Now,
+		kiln:    kiln,
+		types:   types.Lister(),
+		nodes:   nodes.Lister(),
+		devices: nodeDevices.Lister(),
+		pods:    podInformer.GetTypedIndexer(),
+		now:     time.Now,
 	}
 	c.queue = queue.New(ControllerName, "instancetype", func(ctx context.Context, name string) (time.Duration, error) {
 		return 0, c.sync(ctx, name)
@@ -98,6 +101,21 @@ func NewController(
 		},
 		DeleteFunc: c.nodeDeleted,
 	}); err != nil {
+		return nil, err
+	}
+	// A device failing or healing changes what its node's pools have.
+	if err := queue.Watch(c.queue, kilninformers.ToTypedNodeDevicesInformer(nodeDevices).TypedInformer(), queue.Handler(
+		func(nd *v1alpha1.NodeDevices) {
+			if n, err := c.nodes.Get(nd.Name); err == nil {
+				c.enqueuePoolsOf(n)
+			}
+		},
+		func(d kilninformers.DeletedNodeDevices) {
+			if n, err := c.nodes.Get(d.GetName()); err == nil {
+				c.enqueuePoolsOf(n)
+			}
+		},
+	)); err != nil {
 		return nil, err
 	}
 	if err := queue.Watch(c.queue, podInformer, coreinformers.PodHandlerFuncs{
@@ -237,6 +255,10 @@ func (c *Controller) sync(ctx context.Context, name string) error {
 	if err != nil {
 		return err
 	}
+	nodes = HealthyAllocatable(nodes, func(node string) *v1alpha1.NodeDevices {
+		nd, _ := c.devices.Get(node)
+		return nd
+	})
 	pods, err := c.podsOn(nodes)
 	if err != nil {
 		return err

@@ -48,7 +48,7 @@ func newFixture(t *testing.T, types []*v1alpha1.InstanceType, nodes []*corev1.No
 	typeInformer := kf.Gpu().V1alpha1().InstanceTypes()
 	nodeInformer, podInformer := cf.Core().V1().Nodes(), cf.Core().V1().Pods()
 
-	c, err := NewController(kiln, typeInformer, nodeInformer, podInformer)
+	c, err := NewController(kiln, typeInformer, nodeInformer, podInformer, kf.Gpu().V1alpha1().NodeDevices())
 	if err != nil {
 		t.Fatalf("NewController: %v", err)
 	}
@@ -311,7 +311,7 @@ func TestRun(t *testing.T) {
 	kube := kubefake.NewSimpleClientset(kubeObjs...)
 	kf := kilninformers.NewSharedInformerFactory(kiln, 0)
 	cf := kubeinformers.NewSharedInformerFactory(kube, 0)
-	c, err := NewController(kiln, kf.Gpu().V1alpha1().InstanceTypes(), cf.Core().V1().Nodes(), cf.Core().V1().Pods())
+	c, err := NewController(kiln, kf.Gpu().V1alpha1().InstanceTypes(), cf.Core().V1().Nodes(), cf.Core().V1().Pods(), kf.Gpu().V1alpha1().NodeDevices())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -29,6 +29,11 @@ import (
 type DeviceAllocationApplyConfiguration struct {
 	// device is the device's ID, e.g. a GPU UUID or a MIG device UUID.
 	Device *string `json:"device,omitempty"`
+	// index of the card on the node (nvidia-smi's); a MIG device has its
+	// card's.
+	Index *int32 `json:"index,omitempty"`
+	// pciBusID of the card.
+	PCIBusID *string `json:"pciBusID,omitempty"`
 	// mode is Exclusive, Slice or Partition.
 	Mode *gpuv1alpha1.AllocationMode `json:"mode,omitempty"`
 	// memoryPercent of the device's memory given to the Instance (Slice).
@@ -50,6 +55,22 @@ func DeviceAllocation() *DeviceAllocationApplyConfiguration {
 // If called multiple times, the Device field is set to the value of the last call.
 func (b *DeviceAllocationApplyConfiguration) WithDevice(value string) *DeviceAllocationApplyConfiguration {
 	b.Device = &value
+	return b
+}
+
+// WithIndex sets the Index field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Index field is set to the value of the last call.
+func (b *DeviceAllocationApplyConfiguration) WithIndex(value int32) *DeviceAllocationApplyConfiguration {
+	b.Index = &value
+	return b
+}
+
+// WithPCIBusID sets the PCIBusID field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the PCIBusID field is set to the value of the last call.
+func (b *DeviceAllocationApplyConfiguration) WithPCIBusID(value string) *DeviceAllocationApplyConfiguration {
+	b.PCIBusID = &value
 	return b
 }
 
