@@ -3,6 +3,8 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -139,4 +141,70 @@ func TestInstancesGetDistinctDevices(t *testing.T) {
 			return false
 		},
 		func(nd *gpuv1.NodeDevices) any { return nd.Status.Devices })
+}
+
+// TestClaimDevicesAcrossStopStart (issue H): an Instance on a Claim gets
+// exactly the devices the Claim's holder had, and across 10 stops and
+// starts the holder and the Instance pass the same devices back and forth.
+func TestClaimDevicesAcrossStopStart(t *testing.T) {
+	ns := "e2e-claim-devices"
+	controllerNamespace(t, ns)
+	kc := tenant(tenantA)
+	mustKubectl(t, kc, `apiVersion: gpu.kiln.dev/v1alpha1
+kind: Claim
+metadata: {name: reserved, namespace: `+ns+`}
+spec: {type: h100, accelerators: 2, nodeName: gpu-h100-0}
+`, "create", "-f", "-")
+	t.Cleanup(func() {
+		kubectl(kc, "", "delete", "instance", "on-claim", "-n", ns, "--wait=false")
+		kubectl(kc, "", "delete", "claim", "reserved", "-n", ns, "--wait=false")
+	})
+	kiln := kilnAdmin(t)
+	boundOn := func(what string) []string {
+		t.Helper()
+		c := waitFor(t, "claim reserved: "+what, 60*time.Second,
+			func(ctx context.Context) (*gpuv1.Claim, error) {
+				return kiln.GpuV1alpha1().Claims(ns).Get(ctx, "reserved", metav1.GetOptions{})
+			},
+			func(c *gpuv1.Claim) bool {
+				return c.Status.Phase == gpuv1.ClaimBound && len(c.Status.Devices) == 2 &&
+					strings.HasPrefix(c.Status.Devices[0], "GPU-") && strings.HasPrefix(c.Status.Devices[1], "GPU-")
+			},
+			func(c *gpuv1.Claim) any { return c.Status })
+		return c.Status.Devices
+	}
+	held := boundOn("Bound on two devices of gpu-h100-0")
+
+	manifest := strings.Replace(instance("on-claim", ns, "h100", "busybox:1"), "  resources:\n    accelerators: 1\n",
+		"  claimName: reserved\n  resources: {accelerators: 2}\n", 1)
+	mustKubectl(t, kc, manifest, "create", "-f", "-")
+	for cycle := range 10 {
+		inst := waitInstance(t, ns, "on-claim", 60*time.Second, fmt.Sprintf("cycle %d: Ready on the Claim's devices", cycle), func(i *gpuv1.Instance) bool {
+			c := meta.FindStatusCondition(i.Status.Conditions, gpuv1.InstanceConditionClaimDevices)
+			return i.Status.Phase == gpuv1.InstanceReady && len(i.Status.Allocations) == 2 && c != nil
+		})
+		var got []string
+		for _, a := range inst.Status.Allocations {
+			got = append(got, a.Device)
+		}
+		if !sameDevices(got, held) {
+			t.Fatalf("cycle %d: the Instance got %v, the Claim holds %v", cycle, got, held)
+		}
+		if c := meta.FindStatusCondition(inst.Status.Conditions, gpuv1.InstanceConditionClaimDevices); c.Status != metav1.ConditionTrue {
+			t.Fatalf("cycle %d: ClaimDevices %+v", cycle, c)
+		}
+		mustKubectl(t, kc, "{}", "create", "--raw", "/apis/gpu.kiln.dev/v1alpha1/namespaces/"+ns+"/instances/on-claim/stop", "-f", "-")
+		waitInstance(t, ns, "on-claim", 60*time.Second, "Stopped", phaseIs(gpuv1.InstanceStopped))
+		if again := boundOn(fmt.Sprintf("cycle %d: Bound again", cycle)); !sameDevices(again, held) {
+			t.Fatalf("cycle %d: the holder came back on %v, the Claim held %v", cycle, again, held)
+		}
+		mustKubectl(t, kc, "{}", "create", "--raw", "/apis/gpu.kiln.dev/v1alpha1/namespaces/"+ns+"/instances/on-claim/start", "-f", "-")
+	}
+}
+
+func sameDevices(a, b []string) bool {
+	a, b = slices.Clone(a), slices.Clone(b)
+	slices.Sort(a)
+	slices.Sort(b)
+	return slices.Equal(a, b)
 }

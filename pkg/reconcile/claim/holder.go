@@ -3,6 +3,7 @@ package claim
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -69,6 +70,30 @@ func PinnedNode(pod *corev1.Pod) string {
 func Reserves(pod *corev1.Pod, node string) bool {
 	return pod != nil && pod.DeletionTimestamp == nil &&
 		(pod.Spec.NodeName == node || (pod.Spec.NodeName == "" && pod.Status.NominatedNodeName == node))
+}
+
+// HandOverGate keeps a Pod that takes a Claim's cards over from another
+// Pod of the Claim (from its holder, or back from its Instance's Pod)
+// unbound until that Pod is gone. Bound at once, on a node with room for
+// both, it would get other devices from the kubelet than the Claim holds;
+// gated and nominated, it has the room kept meanwhile (the scheduler
+// records a gated Pod's nomination too).
+const HandOverGate = "gpu.kiln.dev/claim-handover"
+
+// Gated says whether the Pod waits behind HandOverGate.
+func Gated(pod *corev1.Pod) bool {
+	return slices.ContainsFunc(pod.Spec.SchedulingGates, func(g corev1.PodSchedulingGate) bool { return g.Name == HandOverGate })
+}
+
+// Ungate lets the scheduler bind the Pod.
+func Ungate(ctx context.Context, kube kubernetes.Interface, pod *corev1.Pod) error {
+	if !Gated(pod) {
+		return nil
+	}
+	cp := pod.DeepCopy()
+	cp.Spec.SchedulingGates = slices.DeleteFunc(cp.Spec.SchedulingGates, func(g corev1.PodSchedulingGate) bool { return g.Name == HandOverGate })
+	_, err := kube.CoreV1().Pods(pod.Namespace).Update(ctx, cp, metav1.UpdateOptions{FieldManager: FieldManager})
+	return err
 }
 
 // Nominate sets the Pod's nominatedNodeName. The PriorityClass's

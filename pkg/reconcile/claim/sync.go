@@ -178,6 +178,17 @@ func (c *Controller) syncPlaced(ctx context.Context, s *step, node string) error
 		if err := Nominate(ctx, c.kube, holder, node); err != nil {
 			return client404(err)
 		}
+		if Gated(holder) {
+			others, err := c.otherClaimPods(s.cl)
+			if err != nil {
+				return err
+			}
+			if !others {
+				if err := Ungate(ctx, c.kube, holder); err != nil {
+					return client404(err)
+				}
+			}
+		}
 	}
 	bound := holder.Spec.NodeName == node
 	switch s.st.Phase {
@@ -432,6 +443,15 @@ func (c *Controller) group(cl *v1alpha1.Claim) ([]*v1alpha1.Claim, string, error
 // existing one (the informer had not seen it) is taken as it is.
 func (c *Controller) createHolder(ctx context.Context, cl *v1alpha1.Claim, t *v1alpha1.InstanceType, node string, ask corev1.ResourceList) (*corev1.Pod, error) {
 	pod := RenderHolder(cl, t, node, ask, c.opts.HolderImage)
+	others, err := c.otherClaimPods(cl)
+	if err != nil {
+		return nil, err
+	}
+	if others {
+		// Taking the cards back from the Instance's Pod: not before it
+		// is gone, so the holder gets the same devices.
+		pod.Spec.SchedulingGates = []corev1.PodSchedulingGate{{Name: HandOverGate}}
+	}
 	created, err := c.kube.CoreV1().Pods(cl.Namespace).Create(ctx, pod, metav1.CreateOptions{FieldManager: FieldManager})
 	if err != nil {
 		return nil, err
@@ -517,4 +537,19 @@ func client404(err error) error {
 		return nil
 	}
 	return err
+}
+
+// otherClaimPods says whether a Pod of the Claim other than its holder
+// (its Instance's) still exists.
+func (c *Controller) otherClaimPods(cl *v1alpha1.Claim) (bool, error) {
+	pods, err := c.pods.Pods(cl.Namespace).List(labels.SelectorFromSet(labels.Set{LabelClaim: cl.Name}))
+	if err != nil {
+		return false, err
+	}
+	for _, p := range pods {
+		if p.Name != HolderName(cl) {
+			return true, nil
+		}
+	}
+	return false, nil
 }

@@ -791,6 +791,9 @@ func TestSyncDetach(t *testing.T) {
 		pod        *corev1.Pod
 		wantPhase  v1alpha1.ClaimPhase
 		wantHolder bool
+		// wantGated: the holder waits for the Instance's Pod to go, to
+		// get its devices.
+		wantGated  bool
 		wantExpiry bool
 		wantEvents []string
 	}{{
@@ -799,6 +802,7 @@ func TestSyncDetach(t *testing.T) {
 		pod:        instancePod(job, "gpu-1", true),
 		wantPhase:  v1alpha1.ClaimBound,
 		wantHolder: true,
+		wantGated:  true,
 		wantExpiry: true,
 		wantEvents: []string{"Normal Bound Instance job let go; holding 4 nvidia.com/gpu on node gpu-1 again"},
 	}, {
@@ -840,6 +844,9 @@ func TestSyncDetach(t *testing.T) {
 			if h != nil && (PinnedNode(h) != "gpu-1" || h.Status.NominatedNodeName != "gpu-1") {
 				t.Errorf("holder pinned to %q nominated to %q, want gpu-1", PinnedNode(h), h.Status.NominatedNodeName)
 			}
+			if h != nil && Gated(h) != tc.wantGated {
+				t.Errorf("holder gated: %v, want %v", Gated(h), tc.wantGated)
+			}
 			var wantExpiry *metav1.Time
 			if tc.wantExpiry {
 				wantExpiry = ptr.To(metav1.NewTime(f.clock.Add(time.Hour)))
@@ -856,6 +863,18 @@ func TestSyncDetach(t *testing.T) {
 			}
 			if diff := cmp.Diff(tc.wantEvents, f.events()); diff != "" {
 				t.Errorf("events (-want +got):\n%s", diff)
+			}
+			if tc.wantGated {
+				// The Instance's Pod goes: the holder is let through.
+				if err := f.kube.CoreV1().Pods(tc.pod.Namespace).Delete(context.Background(), tc.pod.Name, metav1.DeleteOptions{}); err != nil {
+					t.Fatal(err)
+				}
+				f.catchUp()
+				f.sync()
+				f.catchUp()
+				if h := f.pod(HolderName(cl)); h == nil || Gated(h) {
+					t.Errorf("with the Instance's Pod gone, the holder %v is still gated", h)
+				}
 			}
 		})
 	}

@@ -193,11 +193,42 @@ func TestSyncClaimAttachedCreatesPod(t *testing.T) {
 	}
 	f.wantPhase(v1alpha1.InstanceStarting, ReasonStarting)
 
-	// Nominated and unchanged, the Pod is left alone.
+	if !claim.Gated(pod) {
+		t.Errorf("scheduling gates %v, want the hand-over gate until the holder is gone", pod.Spec.SchedulingGates)
+	}
+
+	// The Claim's holder is gone: the gate goes, and then nothing more.
+	f.catchUp()
+	f.sync()
+	if diff := cmp.Diff([]string{"update pods"}, f.writes()); diff != "" {
+		t.Errorf("writes once the holder is gone (-want +got):\n%s", diff)
+	}
+	if claim.Gated(f.pod()) {
+		t.Error("the Pod is still gated with the holder gone")
+	}
 	f.catchUp()
 	f.sync()
 	if w := f.writes(); len(w) != 0 {
-		t.Errorf("a second sync with nothing changed wrote %v", w)
+		t.Errorf("a sync with nothing changed wrote %v", w)
+	}
+}
+
+// While the Claim's holder is there, the gated Pod waits, and looks again.
+func TestSyncClaimGateWaitsForTheHolder(t *testing.T) {
+	inst := onClaim()
+	cl := reserved(v1alpha1.ClaimAttached, "gpu-1", "train")
+	holder := claim.RenderHolder(cl, h100(), "gpu-1", corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("2")}, "pause")
+	f := newFixture(t, Options{}, inst, h100(), gpuNode(), cl, holder)
+	f.sync()
+	f.catchUp()
+	if after := f.sync(); after != handOverPoll {
+		t.Errorf("requeue after %s, want %s", after, handOverPoll)
+	}
+	if w := f.writes(); len(w) != 0 {
+		t.Errorf("wrote %v while the holder is there", w)
+	}
+	if !claim.Gated(f.pod()) {
+		t.Error("the Pod was let through while the holder is there")
 	}
 }
 

@@ -142,11 +142,13 @@ func RenderPod(inst *v1alpha1.Instance, t *v1alpha1.InstanceType, node *corev1.N
 // RenderOnClaim puts an Instance's Pod on its Claim: kept to the Claim's
 // node, labelled with the Claim (so placement counts it as the Claim), and
 // at the Claims' priority, which the hand-over from the Claim's holder
-// relies on.
+// relies on, gated until the holder is gone.
 func RenderOnClaim(pod *corev1.Pod, claimName, node string) {
 	pod.Labels[claim.LabelClaim] = claimName
 	pod.Spec.Affinity = claim.PinTo(node)
 	pod.Spec.PriorityClassName = v1alpha1.ClaimPriorityClassName
+	// Bound only once the holder is gone, so it gets the holder's devices.
+	pod.Spec.SchedulingGates = []corev1.PodSchedulingGate{{Name: claim.HandOverGate}}
 }
 
 // objectMeta names a rendered object after its Instance, labels it and

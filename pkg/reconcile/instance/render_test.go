@@ -231,6 +231,7 @@ func TestRenderOnClaim(t *testing.T) {
 	want := plain.DeepCopy()
 	want.Labels[claim.LabelClaim] = "reserved"
 	want.Spec.PriorityClassName = "kiln-claim"
+	want.Spec.SchedulingGates = []corev1.PodSchedulingGate{{Name: claim.HandOverGate}}
 	want.Spec.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{
 		RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{
 			NodeSelectorTerms: []corev1.NodeSelectorTerm{{

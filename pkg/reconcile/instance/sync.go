@@ -205,6 +205,14 @@ func (c *Controller) syncPod(ctx context.Context, o *observed, t *v1alpha1.Insta
 		}
 	case claimNode != "" && pod.Spec.NodeName == "" && pod.Status.NominatedNodeName != claimNode:
 		return 0, client404(claim.Nominate(ctx, c.kube, pod, claimNode))
+	case claimNode != "" && claim.Gated(pod):
+		// The holder goes once this Pod is nominated; the Pod is let
+		// through once the holder is gone, to get the holder's devices.
+		gone, err := c.holderGone(inst)
+		if err != nil || !gone {
+			return handOverPoll, err
+		}
+		return 0, client404(claim.Ungate(ctx, c.kube, pod))
 	default:
 		// A Pod that runs forgives earlier refusals, but only once the
 		// window they opened is over: one that flaps between Ready and
@@ -518,4 +526,21 @@ func (c *Controller) claimKeeps(inst *v1alpha1.Instance, pod *corev1.Pod) (bool,
 		return false, err
 	}
 	return !(metav1.IsControlledBy(holder, cl) && claim.Reserves(holder, node)), nil
+}
+
+// holderGone says whether the holder of the Instance's Claim no longer
+// exists, terminating or not.
+func (c *Controller) holderGone(inst *v1alpha1.Instance) (bool, error) {
+	cl, err := c.claims.Claims(inst.Namespace).Get(inst.Spec.ClaimName)
+	if apierrors.IsNotFound(err) {
+		return true, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	_, err = c.pods.Pods(inst.Namespace).Get(claim.HolderName(cl))
+	if apierrors.IsNotFound(err) {
+		return true, nil
+	}
+	return false, err
 }
