@@ -21,6 +21,7 @@ import (
 	"kiln.dev/kiln/pkg/admission/instancesizing"
 	"kiln.dev/kiln/pkg/admission/instancetypeaccess"
 	"kiln.dev/kiln/pkg/admission/kilnfinalizers"
+	"kiln.dev/kiln/pkg/admission/nodedevicesowner"
 	"kiln.dev/kiln/pkg/generated/clientset/versioned"
 	informers "kiln.dev/kiln/pkg/generated/informers/externalversions"
 	budgetloop "kiln.dev/kiln/pkg/reconcile/budget"
@@ -35,6 +36,7 @@ var KilnPlugins = []string{
 	instancetypeaccess.PluginName,
 	instanceprivilege.PluginName,
 	kilnfinalizers.PluginName,
+	nodedevicesowner.PluginName,
 	claimattach.PluginName,
 	budget.PluginName,
 }
@@ -44,6 +46,7 @@ func registerKilnPlugins(plugins *admission.Plugins) {
 	instancetypeaccess.Register(plugins)
 	instanceprivilege.Register(plugins)
 	kilnfinalizers.Register(plugins)
+	nodedevicesowner.Register(plugins)
 	claimattach.Register(plugins)
 	budget.Register(plugins)
 }

@@ -3,22 +3,29 @@ package deviceplugin
 import (
 	"context"
 	"fmt"
+	"reflect"
 	"slices"
 	"sort"
 	"sync"
 	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
 
 	corev1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
+	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
+	podresourcesapi "k8s.io/kubelet/pkg/apis/podresources/v1"
 
 	"kiln.dev/kiln/pkg/apis/gpu/v1alpha1"
 	"kiln.dev/kiln/pkg/generated/clientset/versioned"
@@ -37,12 +44,20 @@ type Agent struct {
 	Node    string
 	// Simulate allocates devices to the node's Pods itself.
 	Simulate bool
+	// PodResources is the kubelet's pod-resources socket, which says
+	// which Pod holds which device on a real node; read when not
+	// simulating.
+	PodResources string
+
+	pods corelisters.PodLister
 
 	mu sync.Mutex
 	// allocated is each Pod's devices.
 	allocated map[types.UID]podDevices
 	// claimDevices are the devices a Claim's Pods held last, by
 	// namespace/claim, so the next Pod on the Claim gets the same ones.
+	// cmu guards it: allocate holds mu while the plugin asks for it.
+	cmu          sync.Mutex
 	claimDevices map[string][]string
 	changed      chan struct{}
 }
@@ -57,8 +72,8 @@ type podDevices struct {
 func (a *Agent) Run(ctx context.Context) error {
 	a.allocated, a.claimDevices, a.changed = map[types.UID]podDevices{}, map[string][]string{}, make(chan struct{}, 1)
 	a.Manager.OnChange = a.touch
+	a.Manager.Prefer = a.preferClaim
 	if a.Simulate {
-		a.Manager.Prefer = a.preferClaim
 		if err := a.restore(ctx); err != nil {
 			return err
 		}
@@ -67,6 +82,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		o.FieldSelector = fields.OneTermEqualSelector("spec.nodeName", a.Node).String()
 	}))
 	pods := f.Core().V1().Pods().Informer()
+	a.pods = f.Core().V1().Pods().Lister()
 	if _, err := pods.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(o any) { a.podChanged(ctx, o) },
 		UpdateFunc: func(_, o any) { a.podChanged(ctx, o) },
@@ -81,6 +97,14 @@ func (a *Agent) Run(ctx context.Context) error {
 		defer wg.Done()
 		a.publishLoop(ctx)
 	}()
+	if !a.Simulate && a.PodResources != "" {
+		f.WaitForCacheSync(ctx.Done())
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			wait.UntilWithContext(ctx, a.readPodResources, time.Second)
+		}()
+	}
 	err := a.Manager.Run(ctx)
 	wg.Wait()
 	f.Shutdown()
@@ -208,16 +232,25 @@ func (a *Agent) allocate(pod *corev1.Pod) error {
 	}
 	a.allocated[pod.UID] = pd
 	if pd.claim != "" {
+		a.cmu.Lock()
 		a.claimDevices[pd.claim] = pd.devices
+		a.cmu.Unlock()
 	}
 	a.touch()
 	return nil
 }
 
 // preferClaim prefers, for a Pod on a Claim, the devices the Claim's Pods
-// held last: its holder's, handed over to its Instance's Pod.
-func (a *Agent) preferClaim(_ string, available, mustInclude []string, size int, claimKey string) []string {
+// held last: its holder's, handed over to its Instance's Pod. Through the
+// kubelet, which does not say which Pod asks, the Claim is that of the
+// one Pod bound here and not yet given devices that asks for this many.
+func (a *Agent) preferClaim(resource string, available, mustInclude []string, size int, claimKey string) []string {
+	if claimKey == "" && !a.Simulate && a.pods != nil {
+		claimKey = a.pendingClaim(resource, size)
+	}
+	a.cmu.Lock()
 	want := a.claimDevices[claimKey]
+	a.cmu.Unlock()
 	if claimKey == "" || len(want) == 0 {
 		return nil
 	}
@@ -315,3 +348,89 @@ func (a *Agent) publish(ctx context.Context) error {
 
 // FieldManager owns what the agent writes.
 const FieldManager = "kiln-node-agent"
+
+// pendingClaim is the Claim (namespace/name) of the only Pod on the node
+// that asks for size of resource and holds no devices yet, if that Pod is
+// on a Claim.
+func (a *Agent) pendingClaim(resource string, size int) string {
+	pods, err := a.pods.List(labels.Everything())
+	if err != nil {
+		return ""
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	found := ""
+	for _, p := range pods {
+		if _, has := a.allocated[p.UID]; has || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+			continue
+		}
+		asks := int64(0)
+		for _, c := range p.Spec.Containers {
+			q := c.Resources.Limits[corev1.ResourceName(resource)]
+			asks += q.Value()
+		}
+		if asks != int64(size) {
+			continue
+		}
+		c, ok := p.Labels[claim.LabelClaim]
+		if !ok || (found != "" && found != p.Namespace+"/"+c) {
+			return ""
+		}
+		found = p.Namespace + "/" + c
+	}
+	return found
+}
+
+// readPodResources learns from the kubelet which Pod holds which device,
+// and records it when it changed.
+func (a *Agent) readPodResources(ctx context.Context) {
+	conn, err := grpc.NewClient("unix://"+a.PodResources, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		klog.FromContext(ctx).Error(err, "Reading the kubelet's pod resources")
+		return
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	resp, err := podresourcesapi.NewPodResourcesListerClient(conn).List(ctx, &podresourcesapi.ListPodResourcesRequest{})
+	if err != nil {
+		klog.FromContext(ctx).Error(err, "Reading the kubelet's pod resources", "socket", a.PodResources)
+		return
+	}
+	allocated := map[types.UID]podDevices{}
+	claims := map[string][]string{}
+	for _, pr := range resp.PodResources {
+		pod, err := a.pods.Pods(pr.Namespace).Get(pr.Name)
+		if err != nil {
+			continue // not yet seen, or gone
+		}
+		pd := podDevices{holder: holderOf(pod)}
+		for _, c := range pr.Containers {
+			for _, d := range c.Devices {
+				if a.Manager.plugin(d.ResourceName) != nil {
+					pd.devices = append(pd.devices, d.DeviceIds...)
+				}
+			}
+		}
+		if len(pd.devices) == 0 {
+			continue
+		}
+		if c, ok := pod.Labels[claim.LabelClaim]; ok {
+			pd.claim = pod.Namespace + "/" + c
+			claims[pd.claim] = pd.devices
+		}
+		allocated[pod.UID] = pd
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if reflect.DeepEqual(allocated, a.allocated) {
+		return
+	}
+	a.allocated = allocated
+	a.cmu.Lock()
+	for k, v := range claims {
+		a.claimDevices[k] = v
+	}
+	a.cmu.Unlock()
+	a.touch()
+}

@@ -14,6 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 
+	"kiln.dev/kiln/cmd/controller/app"
 	"kiln.dev/kiln/pkg/deviceplugin/kubeletstub"
 )
 
@@ -40,11 +41,17 @@ func TestNodeAgentRegistersWithTheKubelet(t *testing.T) {
 			hostPaths[v.Name] = v.HostPath.Path
 		}
 	}
-	var mounted string
+	var mounted, podResources string
 	for _, m := range c.VolumeMounts {
-		if hostPaths[m.Name] == "/var/lib/kubelet/device-plugins" {
+		switch hostPaths[m.Name] {
+		case "/var/lib/kubelet/device-plugins":
 			mounted = m.MountPath
+		case "/var/lib/kubelet/pod-resources":
+			podResources = m.MountPath
 		}
+	}
+	if podResources+"/kubelet.sock" != app.DefaultPodResourcesSocket {
+		t.Errorf("the kubelet's pod-resources directory is mounted at %q, want the directory of %s", podResources, app.DefaultPodResourcesSocket)
 	}
 	// The agent looks where its flag's default says.
 	if mounted != strings.TrimSuffix(pluginapi.DevicePluginPath, "/") {

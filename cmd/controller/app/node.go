@@ -15,11 +15,15 @@ import (
 	"kiln.dev/kiln/pkg/generated/clientset/versioned"
 )
 
+// DefaultPodResourcesSocket is where the kubelet serves its PodResources
+// API.
+const DefaultPodResourcesSocket = "/var/lib/kubelet/pod-resources/kubelet.sock"
+
 // newNodeCommand is `kiln-controller node`, the node agent.
 func newNodeCommand(ctx context.Context) *cobra.Command {
 	var (
-		inventory, dir, nodeName, kubeconfig string
-		cdi, simulate                        bool
+		inventory, dir, nodeName, kubeconfig, podResources string
+		cdi, simulate                                      bool
 	)
 	logs := logsapi.NewLoggingConfiguration()
 	cmd := &cobra.Command{
@@ -76,7 +80,7 @@ simulated node, allocating devices to the Pods bound to it.`,
 			if err != nil {
 				return err
 			}
-			return (&deviceplugin.Agent{Manager: m, Kube: kube, Kiln: kiln, Node: nodeName, Simulate: simulate}).Run(ctx)
+			return (&deviceplugin.Agent{Manager: m, Kube: kube, Kiln: kiln, Node: nodeName, Simulate: simulate, PodResources: podResources}).Run(ctx)
 		},
 	}
 	fs := cmd.Flags()
@@ -84,6 +88,7 @@ simulated node, allocating devices to the Pods bound to it.`,
 	fs.StringVar(&dir, "device-plugin-dir", pluginapi.DevicePluginPath, "the kubelet's device-plugins directory, where its registration socket is")
 	fs.BoolVar(&cdi, "cdi", false, "also give containers their devices as CDI names (nvidia.com/gpu=<UUID>), for runtimes set up for CDI")
 	fs.StringVar(&nodeName, "node-name", os.Getenv("NODE_NAME"), "this node's name; with it the agent reports the node's devices and their holders as the NodeDevices of that name")
+	fs.StringVar(&podResources, "pod-resources-socket", DefaultPodResourcesSocket, "the kubelet's pod-resources socket, which says which Pod holds which device")
 	fs.StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig to report with; in-cluster configuration if empty")
 	fs.BoolVar(&simulate, "simulate", false, "stand in for the kubelet of a simulated node (kwok): allocate the devices of the Pods bound to --node-name, serving no kubelet")
 	logsapi.AddFlags(logs, fs)
