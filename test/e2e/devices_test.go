@@ -105,7 +105,7 @@ func TestInstancesGetDistinctDevices(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cardsBefore := h100.Status.Capacity.Cards
+	cardsBefore, freeBefore := h100.Status.Capacity.Cards, h100.Status.Capacity.FreeCards
 	failed := waitInstance(t, ns, "two-a", 10*time.Second, "allocated", allocated).Status.Allocations[0].Device
 	if err := cluster.SetDeviceHealth(node, failed, "XID 79: fell off the bus"); err != nil {
 		t.Fatal(err)
@@ -122,11 +122,14 @@ func TestInstancesGetDistinctDevices(t *testing.T) {
 	if !strings.Contains(events, failed) {
 		t.Errorf("no DeviceUnhealthy Event naming %s: %q", failed, events)
 	}
+	// kubectl get it shows FREE one lower.
 	waitFor(t, "the h100 pool without the failed card", 30*time.Second,
 		func(ctx context.Context) (*gpuv1.InstanceType, error) {
 			return kiln.GpuV1alpha1().InstanceTypes().Get(ctx, "h100", metav1.GetOptions{})
 		},
-		func(it *gpuv1.InstanceType) bool { return it.Status.Capacity.Cards == cardsBefore-1 },
+		func(it *gpuv1.InstanceType) bool {
+			return it.Status.Capacity.Cards == cardsBefore-1 && it.Status.Capacity.FreeCards == freeBefore-1
+		},
 		func(it *gpuv1.InstanceType) any { return it.Status.Capacity })
 	waitFor(t, "the failed device in the inventory", 30*time.Second,
 		func(ctx context.Context) (*gpuv1.NodeDevices, error) {
