@@ -69,19 +69,7 @@ func TestEtcdTakesOnlyKilnsClientCertificate(t *testing.T) {
 	if !strings.Contains(strings.Join(args, " "), "--listen-client-urls=https://"+client) {
 		t.Fatalf("etcd's client listener is not https on 0.0.0.0:2379: %v", etcdPod.Containers[0].Command)
 	}
-	var logs bytes.Buffer
-	cmd := exec.Command(etcdBin, args...)
-	cmd.Stdout, cmd.Stderr = &logs, &logs
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-		if t.Failed() {
-			t.Logf("etcd %v:\n%s", args, logs.String())
-		}
-	})
+	run(t, exec.Command(etcdBin, args...))
 
 	// The API server's files, as its Deployment names them.
 	kilnPod := kiln.Spec.Template.Spec
@@ -170,4 +158,22 @@ func freePort(t *testing.T) string {
 	}
 	defer l.Close()
 	return l.Addr().String()
+}
+
+// run starts cmd until the test ends, and shows what it printed if the
+// test fails.
+func run(t *testing.T, cmd *exec.Cmd) {
+	t.Helper()
+	var logs bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &logs, &logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		if t.Failed() {
+			t.Logf("%v:\n%s", cmd.Args, logs.String())
+		}
+	})
 }

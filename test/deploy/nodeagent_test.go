@@ -1,7 +1,6 @@
 package deploy
 
 import (
-	"bytes"
 	"context"
 	"os"
 	"os/exec"
@@ -64,22 +63,11 @@ func TestNodeAgentRegistersWithTheKubelet(t *testing.T) {
 	}
 	kubelet := kubeletstub.Start(t, dir)
 	args := append(append([]string(nil), c.Args...), "--device-plugin-dir="+dir, "--inventory="+inv)
-	var logs bytes.Buffer
 	cmd := exec.Command(bin, args...)
 	// Without NODE_NAME it is the device plugin alone: there is no API
 	// server here to report to.
 	cmd.Env = slices.DeleteFunc(os.Environ(), func(e string) bool { return strings.HasPrefix(e, "NODE_NAME=") })
-	cmd.Stdout, cmd.Stderr = &logs, &logs
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-		if t.Failed() {
-			t.Logf("kiln-controller %v:\n%s", args, logs.String())
-		}
-	})
+	run(t, cmd)
 	reg := kubelet.Registrations(1)["nvidia.com/gpu"]
 	if reg == nil {
 		t.Fatal("no registration of nvidia.com/gpu")
