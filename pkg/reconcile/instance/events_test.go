@@ -202,3 +202,28 @@ func TestEventsOfWhatBlocksAnInstance(t *testing.T) {
 		t.Errorf("queued %v, want the blocked Instance", got)
 	}
 }
+
+// TestEventsOfAClaimsHolderGoing: the holder of a Claim going wakes the
+// Instance on that Claim, whose Pod waits behind the hand-over gate, and
+// not an Instance on another Claim.
+func TestEventsOfAClaimsHolderGoing(t *testing.T) {
+	onClaim := testInstance("job", "uid-job")
+	onClaim.Spec.ClaimName = "reserved"
+	other := testInstance("other", "uid-other")
+	other.Spec.ClaimName = "elsewhere"
+	f := newEventsFixture(t, onClaim, other, testInstance("sentinel", "uid-sentinel"))
+	pods := f.kube.CoreV1().Pods("tenant-a")
+	holder := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{
+		Name: "reserved-hold", Namespace: "tenant-a", Labels: map[string]string{"gpu.kiln.dev/claim": "reserved"},
+		OwnerReferences: []metav1.OwnerReference{{APIVersion: v1alpha1.SchemeGroupVersion.String(), Kind: "Claim", Name: "reserved", UID: "uid-reserved", Controller: ptr.To(true)}},
+	}}
+	if _, err := pods.Create(f.ctx, holder, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := pods.Delete(f.ctx, "reserved-hold", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.waitFor("tenant-a/job"); !slices.Equal(got, []string{"tenant-a/job"}) {
+		t.Errorf("queued %v, want the Instance on the Claim only", got)
+	}
+}
