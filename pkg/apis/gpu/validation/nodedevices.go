@@ -14,26 +14,28 @@ import (
 // MIG devices each is 56.
 const MaxNodeDevices = 256
 
+const (
+	maxDeviceUUIDLength   = 63 // the device plugin API's limit on a device ID
+	maxDeviceReasonLength = 1024
+	maxDeviceFieldLength  = 256
+	maxDeviceNVLinkPeers  = 64
+)
+
 var (
-	supportedDeviceHealth  = []gpu.DeviceHealth{gpu.DeviceHealthy, gpu.DeviceUnhealthy}
-	supportedHolderKinds   = []gpu.DeviceHolderKind{gpu.DeviceHolderInstance, gpu.DeviceHolderClaim, gpu.DeviceHolderPod}
-	maxDeviceUUIDLength    = 63 // the device plugin API's limit on a device ID
-	maxDeviceReasonLength  = 1024
-	maxDeviceFieldLength   = 256
-	maxDeviceNVLinkPeers   = 64
-	nodeDevicesStatusField = field.NewPath("status")
+	supportedDeviceHealth = []gpu.DeviceHealth{gpu.DeviceHealthy, gpu.DeviceUnhealthy}
+	supportedHolderKinds  = []gpu.DeviceHolderKind{gpu.DeviceHolderInstance, gpu.DeviceHolderClaim, gpu.DeviceHolderPod}
 )
 
 // ValidateNodeDevices validates a new NodeDevices, named after its node.
 func ValidateNodeDevices(obj *gpu.NodeDevices) field.ErrorList {
 	allErrs := apivalidation.ValidateObjectMeta(&obj.ObjectMeta, false, apivalidation.NameIsDNSSubdomain, field.NewPath("metadata"))
-	return append(allErrs, validateNodeDevicesStatus(&obj.Status, nodeDevicesStatusField)...)
+	return append(allErrs, validateNodeDevicesStatus(&obj.Status, field.NewPath("status"))...)
 }
 
 // ValidateNodeDevicesUpdate validates an update.
 func ValidateNodeDevicesUpdate(obj, old *gpu.NodeDevices) field.ErrorList {
 	allErrs := apivalidation.ValidateObjectMetaUpdate(&obj.ObjectMeta, &old.ObjectMeta, field.NewPath("metadata"))
-	return append(allErrs, validateNodeDevicesStatus(&obj.Status, nodeDevicesStatusField)...)
+	return append(allErrs, validateNodeDevicesStatus(&obj.Status, field.NewPath("status"))...)
 }
 
 func validateNodeDevicesStatus(st *gpu.NodeDevicesStatus, fldPath *field.Path) field.ErrorList {
