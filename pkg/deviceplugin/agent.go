@@ -98,11 +98,19 @@ func (a *Agent) Run(ctx context.Context) error {
 		a.publishLoop(ctx)
 	}()
 	if !a.Simulate && a.PodResources != "" {
+		// One connection for the agent's life; gRPC redials when the
+		// kubelet restarts.
+		conn, err := grpc.NewClient("unix://"+a.PodResources, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			return fmt.Errorf("the kubelet's pod resources at %s: %w", a.PodResources, err)
+		}
+		defer conn.Close()
+		lister := podresourcesapi.NewPodResourcesListerClient(conn)
 		f.WaitForCacheSync(ctx.Done())
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			wait.UntilWithContext(ctx, a.readPodResources, time.Second)
+			wait.UntilWithContext(ctx, func(ctx context.Context) { a.readPodResources(ctx, lister) }, time.Second)
 		}()
 	}
 	err := a.Manager.Run(ctx)
@@ -364,12 +372,12 @@ func (a *Agent) pendingClaim(resource string, size int) string {
 		if _, has := a.allocated[p.UID]; has || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
 			continue
 		}
-		asks := int64(0)
-		for _, c := range p.Spec.Containers {
+		// The kubelet asks container by container.
+		asks := slices.ContainsFunc(append(slices.Clone(p.Spec.InitContainers), p.Spec.Containers...), func(c corev1.Container) bool {
 			q := c.Resources.Limits[corev1.ResourceName(resource)]
-			asks += q.Value()
-		}
-		if asks != int64(size) {
+			return q.Value() == int64(size)
+		})
+		if !asks {
 			continue
 		}
 		c, ok := p.Labels[claim.LabelClaim]
@@ -383,16 +391,10 @@ func (a *Agent) pendingClaim(resource string, size int) string {
 
 // readPodResources learns from the kubelet which Pod holds which device,
 // and records it when it changed.
-func (a *Agent) readPodResources(ctx context.Context) {
-	conn, err := grpc.NewClient("unix://"+a.PodResources, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		klog.FromContext(ctx).Error(err, "Reading the kubelet's pod resources")
-		return
-	}
-	defer conn.Close()
+func (a *Agent) readPodResources(ctx context.Context, lister podresourcesapi.PodResourcesListerClient) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	resp, err := podresourcesapi.NewPodResourcesListerClient(conn).List(ctx, &podresourcesapi.ListPodResourcesRequest{})
+	resp, err := lister.List(ctx, &podresourcesapi.ListPodResourcesRequest{})
 	if err != nil {
 		klog.FromContext(ctx).Error(err, "Reading the kubelet's pod resources", "socket", a.PodResources)
 		return

@@ -161,8 +161,6 @@ func controlledBy(pod *corev1.Pod, c *v1alpha1.Claim) bool {
 	return ref != nil && ref.UID == c.UID
 }
 
-// devices lists what a Claim holds until the node agent reports device
-// IDs: one entry per unit, named after the holder Pod.
 // heldDevices is what the Claim holds on node: the devices the node
 // agent reports its holder Pod got; until the report comes, or with no
 // holder (attached), what it held before; unit names made up from the
@@ -188,6 +186,8 @@ func (c *Controller) heldDevices(cl *v1alpha1.Claim, ask corev1.ResourceList, no
 	return nil
 }
 
+// devices names what a Claim holds on a node no agent reports: one entry
+// per unit, named after the holder Pod.
 func devices(c *v1alpha1.Claim, ask corev1.ResourceList) []string {
 	var out []string
 	for name, q := range ask {

@@ -539,15 +539,18 @@ func client404(err error) error {
 	return err
 }
 
-// otherClaimPods says whether a Pod of the Claim other than its holder
-// (its Instance's) still exists.
+// otherClaimPods says whether the Pod of an Instance on the Claim still
+// holds its cards. Only a live Pod an Instance controls counts: a tenant's
+// Pod that merely carries the label must not keep the holder gated.
 func (c *Controller) otherClaimPods(cl *v1alpha1.Claim) (bool, error) {
 	pods, err := c.pods.Pods(cl.Namespace).List(labels.SelectorFromSet(labels.Set{LabelClaim: cl.Name}))
 	if err != nil {
 		return false, err
 	}
 	for _, p := range pods {
-		if p.Name != HolderName(cl) {
+		ref := metav1.GetControllerOf(p)
+		if ref != nil && ref.Kind == "Instance" && ref.APIVersion == v1alpha1.SchemeGroupVersion.String() &&
+			p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed {
 			return true, nil
 		}
 	}

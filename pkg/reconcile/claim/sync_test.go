@@ -806,6 +806,15 @@ func TestSyncDetach(t *testing.T) {
 		wantExpiry: true,
 		wantEvents: []string{"Normal Bound Instance job let go; holding 4 nvidia.com/gpu on node gpu-1 again"},
 	}, {
+		// A Pod that only carries the Claim's label is no Instance's: it
+		// must not keep the holder from the cards.
+		name:       "the Instance is gone, a Pod of the tenant's carries the label: held again, not gated",
+		pod:        &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "decoy", Namespace: tenant, Labels: map[string]string{LabelClaim: "train"}}},
+		wantPhase:  v1alpha1.ClaimBound,
+		wantHolder: true,
+		wantExpiry: true,
+		wantEvents: []string{"Normal Bound Instance job let go; holding 4 nvidia.com/gpu on node gpu-1 again"},
+	}, {
 		name:       "the Instance is gone: held again, expiry restarted",
 		wantPhase:  v1alpha1.ClaimBound,
 		wantHolder: true,

@@ -213,6 +213,22 @@ func TestSyncClaimAttachedCreatesPod(t *testing.T) {
 	}
 }
 
+// A Pod named like the holder that the Claim does not control is not its
+// holder: the Instance's Pod is let through.
+func TestSyncClaimGateIgnoresAHolderNameSquatter(t *testing.T) {
+	inst := onClaim()
+	cl := reserved(v1alpha1.ClaimAttached, "gpu-1", "train")
+	squatter := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: claim.HolderName(cl), Namespace: inst.Namespace}}
+	f := newFixture(t, Options{}, inst, h100(), gpuNode(), cl, squatter)
+	f.sync()
+	f.catchUp()
+	f.sync()
+	f.catchUp()
+	if claim.Gated(f.pod()) {
+		t.Error("a Pod the Claim does not control kept the Instance's Pod gated")
+	}
+}
+
 // While the Claim's holder is there, the gated Pod waits, and looks again.
 func TestSyncClaimGateWaitsForTheHolder(t *testing.T) {
 	inst := onClaim()

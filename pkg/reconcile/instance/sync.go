@@ -529,7 +529,9 @@ func (c *Controller) claimKeeps(inst *v1alpha1.Instance, pod *corev1.Pod) (bool,
 }
 
 // holderGone says whether the holder of the Instance's Claim no longer
-// exists, terminating or not.
+// holds its cards: it does not exist (terminating counts as existing) or
+// has ended. A Pod of that name the Claim does not control is not its
+// holder, and must not keep the Instance's Pod gated.
 func (c *Controller) holderGone(inst *v1alpha1.Instance) (bool, error) {
 	cl, err := c.claims.Claims(inst.Namespace).Get(inst.Spec.ClaimName)
 	if apierrors.IsNotFound(err) {
@@ -538,9 +540,13 @@ func (c *Controller) holderGone(inst *v1alpha1.Instance) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	_, err = c.pods.Pods(inst.Namespace).Get(claim.HolderName(cl))
+	holder, err := c.pods.Pods(inst.Namespace).Get(claim.HolderName(cl))
 	if apierrors.IsNotFound(err) {
 		return true, nil
 	}
-	return false, err
+	if err != nil {
+		return false, err
+	}
+	return !metav1.IsControlledBy(holder, cl) ||
+		holder.Status.Phase == corev1.PodSucceeded || holder.Status.Phase == corev1.PodFailed, nil
 }
