@@ -9,7 +9,7 @@ TEST_SOURCES := $(shell find test -name '*.go' 2>/dev/null) test/go.mod test/go.
 # about each of them on every build.
 export CGO_CFLAGS := -O2 -g -Wno-deprecated-declarations
 
-.PHONY: all build control-plane generate verify lint test unit integration e2e bench up down run clean
+.PHONY: all build control-plane generate verify lint test unit integration e2e bench bench-api up down run clean
 
 all: build
 
@@ -107,6 +107,27 @@ LOCAL_DIR := $(OUTPUT)/local
 # minutes. Figures: docs/benchmarks.md.
 bench: control-plane build
 	cd test && go test -run='^$$' -bench='CreateToReady|Claims' -benchtime=1x -timeout=60m ./bench/
+
+# Kiln's API next to a CRD of the same schema, generated from pkg/apis by
+# controller-gen, on a control plane of its own (_output/bench-api): the CRD,
+# Kiln through the aggregator and Kiln direct, interleaved in one run. It
+# prints the tables and rewrites their section of docs/benchmarks.md. Not
+# part of `make test`: it takes about ten minutes.
+CONTROLLER_GEN_VERSION := v0.23.0
+CONTROLLER_GEN := $(OUTPUT)/tools/controller-gen-$(CONTROLLER_GEN_VERSION)/controller-gen
+BENCH_API_FLAGS ?=
+
+$(CONTROLLER_GEN):
+	@mkdir -p $(@D)
+	GOBIN=$(abspath $(@D)) go install sigs.k8s.io/controller-tools/cmd/controller-gen@$(CONTROLLER_GEN_VERSION)
+
+$(BIN)/bench-api: $(GO_SOURCES) $(TEST_SOURCES)
+	@mkdir -p $(BIN)
+	cd test && go build -o $(abspath $@) ./cmd/bench-api
+
+bench-api: control-plane build $(BIN)/bench-api $(CONTROLLER_GEN)
+	$(BIN)/bench-api --dir=$(OUTPUT)/bench-api --bin-dir=$(BIN) --repo-root=. \
+		--controller-gen=$(CONTROLLER_GEN) --docs=docs/benchmarks.md $(BENCH_API_FLAGS)
 
 up: control-plane build $(BIN)/kiln-up
 	$(BIN)/kiln-up --dir=$(LOCAL_DIR) --bin-dir=$(BIN) --repo-root=.

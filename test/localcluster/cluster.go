@@ -57,6 +57,12 @@ type Options struct {
 	Log io.Writer
 	// ControllerFlags are added to kiln-controller's command line.
 	ControllerFlags []string
+	// NoController leaves kiln-controller out: the API alone, as the API
+	// benchmark measures it.
+	NoController bool
+	// APIServerFlags and KilnFlags are added last to kube-apiserver's and
+	// kiln-apiserver's command lines, so they override the defaults here.
+	APIServerFlags, KilnFlags []string
 }
 
 // Cluster is a running local control plane.
@@ -149,6 +155,9 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 		{"node agents of the GPU nodes", c.startNodeAgents},
 	}
 	for _, s := range steps {
+		if s.name == "kiln-controller" && opts.NoController {
+			continue
+		}
 		start := time.Now()
 		if err := s.run(ctx); err != nil {
 			return nil, fmt.Errorf("%s: %w", s.name, err)
@@ -177,6 +186,20 @@ func (c *Cluster) Alive() error {
 	}
 	return nil
 }
+
+// PID is the process ID of a component the launcher started, by its name
+// (etcd, kube-apiserver, kiln-apiserver, ...).
+func (c *Cluster) PID(name string) (int, error) {
+	for _, p := range c.procs {
+		if p.name == name {
+			return p.cmd.Process.Pid, nil
+		}
+	}
+	return 0, fmt.Errorf("%s is not running", name)
+}
+
+// EtcdURL is etcd's client URL.
+func (c *Cluster) EtcdURL() string { return c.etcdURL() }
 
 // KubeconfigFor is the kubeconfig written for a tenant.
 func (c *Cluster) KubeconfigFor(user string) string {
@@ -272,33 +295,33 @@ func (c *Cluster) startAPIServer(ctx context.Context) error {
 	if c.apply, err = newApplier(c.AdminConfig); err != nil {
 		return err
 	}
-	err = c.start("kube-apiserver",
-		"--etcd-servers="+c.etcdURL(),
+	err = c.start("kube-apiserver", append([]string{
+		"--etcd-servers=" + c.etcdURL(),
 		"--bind-address=127.0.0.1",
-		"--secure-port="+strconv.Itoa(c.ports.apiserver),
-		"--cert-dir="+filepath.Join(c.Dir, "kube-apiserver"),
-		"--tls-cert-file="+serving.CertFile, "--tls-private-key-file="+serving.KeyFile,
-		"--client-ca-file="+c.pki.ca.CertFile,
+		"--secure-port=" + strconv.Itoa(c.ports.apiserver),
+		"--cert-dir=" + filepath.Join(c.Dir, "kube-apiserver"),
+		"--tls-cert-file=" + serving.CertFile, "--tls-private-key-file=" + serving.KeyFile,
+		"--client-ca-file=" + c.pki.ca.CertFile,
 		"--authorization-mode=Node,RBAC",
 		"--service-cluster-ip-range=10.96.0.0/16",
 		"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
-		"--service-account-key-file="+saKey,
-		"--service-account-signing-key-file="+saKey,
+		"--service-account-key-file=" + saKey,
+		"--service-account-signing-key-file=" + saKey,
 		// The aggregation layer: kube-apiserver authenticates to Kiln with
 		// this client certificate and passes the user in these headers.
-		"--requestheader-client-ca-file="+c.pki.frontProxy.CertFile,
+		"--requestheader-client-ca-file=" + c.pki.frontProxy.CertFile,
 		"--requestheader-allowed-names=front-proxy-client",
 		"--requestheader-username-headers=X-Remote-User",
 		"--requestheader-group-headers=X-Remote-Group",
 		"--requestheader-extra-headers-prefix=X-Remote-Extra-",
-		"--proxy-client-cert-file="+c.FrontProxyClient.CertFile,
-		"--proxy-client-key-file="+c.FrontProxyClient.KeyFile,
+		"--proxy-client-cert-file=" + c.FrontProxyClient.CertFile,
+		"--proxy-client-key-file=" + c.FrontProxyClient.KeyFile,
 		"--allow-privileged=true",
 		"--profiling=false",
 		// Logs and exec go to the node's kubelet, kwok's server here; its
 		// nodes have no resolvable hostname, only an address.
 		"--kubelet-preferred-address-types=InternalIP",
-	)
+	}, c.opts.APIServerFlags...)...)
 	if err != nil {
 		return err
 	}
@@ -495,13 +518,13 @@ func (c *Cluster) startKiln(ctx context.Context) error {
 		return err
 	}
 	c.KilnURL = "https://127.0.0.1:" + strconv.Itoa(c.ports.kiln)
-	err = c.start("kiln-apiserver",
-		"--etcd-servers="+c.etcdURL(),
+	err = c.start("kiln-apiserver", append([]string{
+		"--etcd-servers=" + c.etcdURL(),
 		"--bind-address=127.0.0.1",
-		"--secure-port="+strconv.Itoa(c.ports.kiln),
-		"--tls-cert-file="+serving.CertFile, "--tls-private-key-file="+serving.KeyFile,
-		"--kubeconfig="+kc, "--authentication-kubeconfig="+kc, "--authorization-kubeconfig="+kc,
-	)
+		"--secure-port=" + strconv.Itoa(c.ports.kiln),
+		"--tls-cert-file=" + serving.CertFile, "--tls-private-key-file=" + serving.KeyFile,
+		"--kubeconfig=" + kc, "--authentication-kubeconfig=" + kc, "--authorization-kubeconfig=" + kc,
+	}, c.opts.KilnFlags...)...)
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,95 @@
+package benchapi
+
+import (
+	"testing"
+	"time"
+)
+
+func TestParseStat(t *testing.T) {
+	for _, tc := range []struct {
+		line string
+		want time.Duration
+		err  bool
+	}{
+		{line: "42 (kube-apiserver) S 1 42 42 0 -1 4194560 100 0 0 0 250 75 0 0 20 0 12 0 100 0 0", want: 3250 * time.Millisecond},
+		{line: "7 (a ) b) R 1 7 7 0 -1 0 0 0 0 0 3 4 0 0 20 0 1 0 1 0 0", want: 70 * time.Millisecond},
+		{line: "7 kiln S 1", err: true},
+		{line: "7 (kiln) S 1 2 3", err: true},
+	} {
+		got, err := parseStat(tc.line)
+		if (err != nil) != tc.err || got != tc.want {
+			t.Errorf("parseStat(%q) = %v, %v; want %v, error %v", tc.line, got, err, tc.want, tc.err)
+		}
+	}
+}
+
+func TestReplaceSection(t *testing.T) {
+	for _, tc := range []struct {
+		name, doc, want string
+		err             bool
+	}{
+		{name: "appended", doc: "# B\n\ntext\n", want: "# B\n\ntext\n\n" + beginMarker + "\nnew\n" + endMarker + "\n"},
+		{name: "replaced", doc: "a\n" + beginMarker + "\nold\n" + endMarker + "\nz\n", want: "a\n" + beginMarker + "\nnew\n" + endMarker + "\nz\n"},
+		{name: "out of order", doc: endMarker + "\n" + beginMarker, err: true},
+		{name: "end only", doc: "a\n" + endMarker, err: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := replaceSection([]byte(tc.doc), []byte("\nnew\n\n"))
+			if (err != nil) != tc.err || string(got) != tc.want {
+				t.Errorf("got %q, %v; want %q, error %v", got, err, tc.want, tc.err)
+			}
+		})
+	}
+}
+
+func TestSample(t *testing.T) {
+	s := Sample{Ops: 4, Elapsed: 2 * time.Second, Latencies: []time.Duration{4, 1, 3, 2},
+		CPU: map[string]time.Duration{"etcd": 200 * time.Millisecond}}
+	if got := s.Throughput(); got != 2 {
+		t.Errorf("Throughput = %v, want 2", got)
+	}
+	if got := s.Percentile(50); got != 2 {
+		t.Errorf("p50 = %v, want 2", got)
+	}
+	if got := s.Percentile(100); got != 4 {
+		t.Errorf("p100 = %v, want 4", got)
+	}
+	if got := s.CPUPer1000("etcd"); got != 50 {
+		t.Errorf("CPU per 1000 = %v, want 50", got)
+	}
+	if got := thousands(1234567); got != "1,234,567" {
+		t.Errorf("thousands = %q", got)
+	}
+}
+
+func TestToBenchCRD(t *testing.T) {
+	crd, err := ToBenchCRD([]byte(`apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: instances.gpu.kiln.dev
+spec:
+  group: gpu.kiln.dev
+  names: {kind: Instance, plural: instances}
+  versions:
+  - name: v1alpha1
+    served: true
+    storage: true
+    schema: {openAPIV3Schema: {type: object}}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if crd.GetName() != "instances."+CRDGroup {
+		t.Errorf("name %q", crd.GetName())
+	}
+	v := crd.Object["spec"].(map[string]any)["versions"].([]any)[0].(map[string]any)
+	if _, ok := v["subresources"].(map[string]any)["status"]; !ok {
+		t.Error("no status subresource")
+	}
+	if crd.Object["spec"].(map[string]any)["group"] != CRDGroup {
+		t.Error("group not moved")
+	}
+	if _, err := ToBenchCRD([]byte("kind: ConfigMap\n")); err == nil {
+		t.Error("a ConfigMap was taken for a CRD")
+	}
+}
