@@ -4,14 +4,20 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"sync/atomic"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metainternalversion "k8s.io/apimachinery/pkg/apis/meta/internalversion"
 
 	"k8s.io/apiserver/pkg/admission"
 	genericinit "k8s.io/apiserver/pkg/admission/initializer"
 	admissionmetrics "k8s.io/apiserver/pkg/admission/metrics"
 	"k8s.io/apiserver/pkg/admission/plugin/namespace/lifecycle"
+	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
+	"k8s.io/apiserver/pkg/registry/rest"
 	genericapiserver "k8s.io/apiserver/pkg/server"
 	genericoptions "k8s.io/apiserver/pkg/server/options"
-	"k8s.io/client-go/rest"
+	restclient "k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
 
 	"kiln.dev/kiln/pkg/admission/budget"
@@ -22,6 +28,8 @@ import (
 	"kiln.dev/kiln/pkg/admission/instancetypeaccess"
 	"kiln.dev/kiln/pkg/admission/kilnfinalizers"
 	"kiln.dev/kiln/pkg/admission/nodedevicesowner"
+	"kiln.dev/kiln/pkg/apis/gpu"
+	"kiln.dev/kiln/pkg/apis/gpu/v1alpha1"
 	"kiln.dev/kiln/pkg/generated/clientset/versioned"
 	informers "kiln.dev/kiln/pkg/generated/informers/externalversions"
 	budgetloop "kiln.dev/kiln/pkg/reconcile/budget"
@@ -72,13 +80,15 @@ type kilnClients struct {
 	client    versioned.Interface
 	informers informers.SharedInformerFactory
 	budgets   *budgetloop.Reconciler
+	// budgetStorage is the registry's Budget storage, once New has built it.
+	budgetStorage atomic.Pointer[rest.Lister]
 }
 
-func newKilnClients(loopback *rest.Config) (*kilnClients, error) {
+func newKilnClients(loopback *restclient.Config) (*kilnClients, error) {
 	if loopback == nil {
 		return nil, fmt.Errorf("no loopback client configuration")
 	}
-	cfg := rest.CopyConfig(loopback)
+	cfg := restclient.CopyConfig(loopback)
 	// Admission charges Budgets under load: do not queue behind a client
 	// rate limit of our own.
 	cfg.QPS, cfg.Burst = -1, -1
@@ -86,7 +96,7 @@ func newKilnClients(loopback *rest.Config) (*kilnClients, error) {
 	if err != nil {
 		return nil, err
 	}
-	factory := informers.NewSharedInformerFactory(client, 0)
+	factory := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithTransform(dropManagedFields))
 	budgets, err := budgetloop.NewReconciler(client, factory)
 	if err != nil {
 		return nil, err
@@ -94,11 +104,53 @@ func newKilnClients(loopback *rest.Config) (*kilnClients, error) {
 	return &kilnClients{client: client, informers: factory, budgets: budgets}, nil
 }
 
+// dropManagedFields keeps the informers' copy of every Instance and Claim
+// smaller: nothing in the plugins or the Budget loop reads managedFields,
+// and an update sent from a copy without them leaves the stored ones be.
+func dropManagedFields(obj any) (any, error) {
+	if m, err := meta.Accessor(obj); err == nil {
+		m.SetManagedFields(nil)
+	}
+	return obj, nil
+}
+
 func (k *kilnClients) initializer() admission.PluginInitializer {
 	return kilninit.New(k.client, k.informers, func(ctx context.Context, ns string) error {
 		_, err := k.budgets.Reconcile(ctx, ns)
 		return err
-	})
+	}, k.listBudgets)
+}
+
+// useBudgetStorage makes the Budget plugin read Budgets from the registry
+// in-process.
+func (k *kilnClients) useBudgetStorage(l rest.Lister) { k.budgetStorage.Store(&l) }
+
+// listBudgets reads a namespace's Budgets for the Budget plugin, on every
+// write it charges. From the registry it is one quorum read of etcd
+// (Budgets have no watch cache; with one, a consistent LIST waits for the
+// cache to catch up), as consistent as a LIST through the loopback
+// connection but without a second request through the whole handler chain
+// and its JSON. Before the registry exists, through the loopback client.
+func (k *kilnClients) listBudgets(ctx context.Context, ns string) ([]v1alpha1.Budget, error) {
+	l := k.budgetStorage.Load()
+	if l == nil {
+		return kilninit.ClientBudgetLister(k.client)(ctx, ns)
+	}
+	obj, err := (*l).List(genericapirequest.WithNamespace(ctx, ns), &metainternalversion.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	list, ok := obj.(*gpu.BudgetList)
+	if !ok {
+		return nil, fmt.Errorf("the Budget storage listed a %T", obj)
+	}
+	out := make([]v1alpha1.Budget, len(list.Items))
+	for i := range list.Items {
+		if err := Scheme.Convert(&list.Items[i], &out[i], nil); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
 }
 
 // standaloneAdmission is the chain of standalone mode: Kiln's plugins

@@ -63,7 +63,7 @@ func BenchmarkAdmissionChain(b *testing.B) {
 		kilninit.New(kc, factory, func(ctx context.Context, ns string) error {
 			_, err := recounter.Reconcile(ctx, ns)
 			return err
-		}),
+		}, kilninit.ClientBudgetLister(kc)),
 	}
 	for _, p := range plugins {
 		initializers.Initialize(p)

@@ -60,6 +60,13 @@ func (c CompletedConfig) New() (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	if c.kiln != nil {
+		lister, ok := storage["budgets"].(rest.Lister)
+		if !ok {
+			return nil, fmt.Errorf("the budgets storage cannot list")
+		}
+		c.kiln.useBudgetStorage(lister)
+	}
 	// ParameterCodec, not meta/v1's: instances/log decodes its query into
 	// InstanceLogOptions of this group.
 	groupInfo := genericapiserver.NewDefaultAPIGroupInfo(gpu.GroupName, Scheme, ParameterCodec, Codecs)

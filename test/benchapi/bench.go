@@ -7,8 +7,11 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"os"
 	"path/filepath"
 	"slices"
+	"strings"
+	"sync"
 	"time"
 
 	"k8s.io/apimachinery/pkg/runtime"
@@ -49,9 +52,13 @@ type Config struct {
 	WatchPaths []string
 	// EtcdPut measures raw etcd puts of an object's size; nil skips it.
 	EtcdPut func(ctx context.Context, n, workers, size int) (Sample, error)
-	// ProfileDir receives heap profiles.
-	ProfileDir string
-	Log        io.Writer
+	// ProfileDir receives heap profiles, and CPU profiles of the servers
+	// while the workload named CPUProfile runs (for CPUProfileSeconds from
+	// its start).
+	ProfileDir        string
+	CPUProfile        string
+	CPUProfileSeconds int
+	Log               io.Writer
 }
 
 // Row is one workload at one size, by path name.
@@ -239,6 +246,12 @@ func (b *bench) interleave(ctx context.Context, name string, objects int, idx []
 // alike. Operations are built before the clock starts.
 func (b *bench) interleaveWith(ctx context.Context, name string, objects int, idx []int, workers int, build func(p *Path, i int) (Op, error)) (Row, error) {
 	row := Row{Workload: name, Objects: objects, Samples: map[string]Sample{}}
+	if name == b.cfg.CPUProfile && b.cfg.ProfileDir != "" {
+		// Once: the first size this workload runs at.
+		b.cfg.CPUProfile = ""
+		profiled := b.cpuProfiles(ctx, name)
+		defer func() { <-profiled }()
+	}
 	chunks := min(b.cfg.Chunks, len(idx))
 	for c := range chunks {
 		part := idx[c*len(idx)/chunks : (c+1)*len(idx)/chunks]
@@ -281,6 +294,30 @@ func (b *bench) interleaveWith(ctx context.Context, name string, objects int, id
 		}
 	}
 	return row, nil
+}
+
+// cpuProfiles records a CPU profile of every Go server, in the
+// background, into ProfileDir; the channel closes when they are written.
+func (b *bench) cpuProfiles(ctx context.Context, workload string) <-chan struct{} {
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	for _, s := range b.cfg.Servers {
+		if s.Client == nil {
+			continue
+		}
+		wg.Go(func() {
+			prof, err := get(ctx, s.Client, fmt.Sprintf("%s/debug/pprof/profile?seconds=%d", s.Base, b.cfg.CPUProfileSeconds))
+			file := filepath.Join(b.cfg.ProfileDir, fmt.Sprintf("%s.%s.cpu.pprof", s.Name, strings.ReplaceAll(workload, " ", "-")))
+			if err == nil {
+				err = os.WriteFile(file, prof, 0o644)
+			}
+			if err != nil {
+				fmt.Fprintf(b.cfg.Log, "CPU profile of %s: %v\n", s.Name, err)
+			}
+		})
+	}
+	go func() { wg.Wait(); close(done) }()
+	return done
 }
 
 // readRVs lists p's Instances and keeps their resourceVersions.

@@ -59,6 +59,7 @@ type Plugin struct {
 	types   listers.InstanceTypeLister
 	client  versioned.Interface
 	recount kilninit.BudgetRecount
+	budgets kilninit.BudgetLister
 	now     func() time.Time
 }
 
@@ -67,6 +68,7 @@ var (
 	_ kilninit.WantsKilnInformerFactory = &Plugin{}
 	_ kilninit.WantsKilnClient          = &Plugin{}
 	_ kilninit.WantsBudgetRecount       = &Plugin{}
+	_ kilninit.WantsBudgetLister        = &Plugin{}
 )
 
 // New returns the plugin.
@@ -89,10 +91,13 @@ func (p *Plugin) SetKilnClient(c versioned.Interface) { p.client = c }
 // charging a Budget whose used does not count what already runs.
 func (p *Plugin) SetBudgetRecount(r kilninit.BudgetRecount) { p.recount = r }
 
+// SetBudgetLister takes the consistent read of a namespace's Budgets.
+func (p *Plugin) SetBudgetLister(l kilninit.BudgetLister) { p.budgets = l }
+
 // ValidateInitialization checks the plugin got what it needs.
 func (p *Plugin) ValidateInitialization() error {
-	if p.types == nil || p.client == nil || p.recount == nil {
-		return fmt.Errorf("%s needs the InstanceType lister, a Kiln client and the Budget recount", PluginName)
+	if p.types == nil || p.client == nil || p.recount == nil || p.budgets == nil {
+		return fmt.Errorf("%s needs the InstanceType lister, a Kiln client, the Budget recount and the Budget lister", PluginName)
 	}
 	return nil
 }
@@ -136,13 +141,13 @@ func (p *Plugin) Validate(ctx context.Context, a admission.Attributes, _ admissi
 	// A consistent read, not the informer: a Budget created a moment ago
 	// binds every write that follows its creation, and an informer that has
 	// not seen it yet would let those through uncharged.
-	all, err := p.client.GpuV1alpha1().Budgets(a.GetNamespace()).List(ctx, metav1.ListOptions{})
+	all, err := p.budgets(ctx, a.GetNamespace())
 	if err != nil {
 		return apierrors.NewInternalError(fmt.Errorf("reading the budgets of namespace %q: %w", a.GetNamespace(), err))
 	}
 	var affected []*v1alpha1.Budget
-	for i := range all.Items {
-		if b := &all.Items[i]; names(b.Spec.Hard, req.delta) {
+	for i := range all {
+		if b := &all[i]; names(b.Spec.Hard, req.delta) {
 			affected = append(affected, b)
 		}
 	}

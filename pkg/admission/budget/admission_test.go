@@ -21,6 +21,7 @@ import (
 	core "k8s.io/client-go/testing"
 	"k8s.io/utils/ptr"
 
+	kilninit "kiln.dev/kiln/pkg/admission/initializer"
 	"kiln.dev/kiln/pkg/admission/instancechange"
 	"kiln.dev/kiln/pkg/apis/gpu"
 	"kiln.dev/kiln/pkg/apis/gpu/v1alpha1"
@@ -152,6 +153,7 @@ func newPlugin(t *testing.T, objects ...runtime.Object) (*Plugin, *fake.Clientse
 	}
 	p := New()
 	p.SetKilnClient(client)
+	p.SetBudgetLister(kilninit.ClientBudgetLister(client))
 	p.SetKilnInformerFactory(factory)
 	// The informer never runs; its indexer is already what it would hold.
 	p.SetReadyFunc(func() bool { return true })

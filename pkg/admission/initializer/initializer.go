@@ -6,7 +6,10 @@ package initializer
 import (
 	"context"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apiserver/pkg/admission"
+
+	"kiln.dev/kiln/pkg/apis/gpu/v1alpha1"
 
 	"kiln.dev/kiln/pkg/generated/clientset/versioned"
 	informers "kiln.dev/kiln/pkg/generated/informers/externalversions"
@@ -37,16 +40,40 @@ type WantsBudgetRecount interface {
 	admission.InitializationValidator
 }
 
+// BudgetLister reads a namespace's Budgets as stored now: a consistent
+// read, never an informer's possibly older copy.
+type BudgetLister func(ctx context.Context, namespace string) ([]v1alpha1.Budget, error)
+
+// ClientBudgetLister lists Budgets through client, with no resourceVersion:
+// a consistent read.
+func ClientBudgetLister(client versioned.Interface) BudgetLister {
+	return func(ctx context.Context, namespace string) ([]v1alpha1.Budget, error) {
+		list, err := client.GpuV1alpha1().Budgets(namespace).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return nil, err
+		}
+		return list.Items, nil
+	}
+}
+
+// WantsBudgetLister is implemented by plugins that must see every Budget
+// created before the write they admit.
+type WantsBudgetLister interface {
+	SetBudgetLister(BudgetLister)
+	admission.InitializationValidator
+}
+
 type pluginInitializer struct {
 	client    versioned.Interface
 	informers informers.SharedInformerFactory
 	recount   BudgetRecount
+	budgets   BudgetLister
 }
 
 // New returns an initializer for Kiln's plugins. The server starts the
 // factory once every plugin has asked for its informers.
-func New(client versioned.Interface, factory informers.SharedInformerFactory, recount BudgetRecount) admission.PluginInitializer {
-	return pluginInitializer{client: client, informers: factory, recount: recount}
+func New(client versioned.Interface, factory informers.SharedInformerFactory, recount BudgetRecount, budgets BudgetLister) admission.PluginInitializer {
+	return pluginInitializer{client: client, informers: factory, recount: recount, budgets: budgets}
 }
 
 // Initialize hands a plugin what it wants.
@@ -59,5 +86,8 @@ func (i pluginInitializer) Initialize(plugin admission.Interface) {
 	}
 	if wants, ok := plugin.(WantsBudgetRecount); ok {
 		wants.SetBudgetRecount(i.recount)
+	}
+	if wants, ok := plugin.(WantsBudgetLister); ok {
+		wants.SetBudgetLister(i.budgets)
 	}
 }

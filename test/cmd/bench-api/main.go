@@ -49,12 +49,13 @@ func main() {
 		workers       = flag.Int("workers", 16, "parallel clients per path")
 		chunks        = flag.Int("chunks", 5, "turns the paths take in each workload")
 		watchers      = flag.String("watchers", "100,1000", "watcher counts")
+		cpuProfile    = flag.String("cpu-profile", "create", "record the servers' CPU profiles while this workload runs (empty: none)")
 		encoding      = flag.String("kiln-encoding", "auto", "Kiln's request and response encoding: json, protobuf, or auto (protobuf if Kiln serves it)")
 	)
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, *dir, *binDir, *repoRoot, *controllerGen, *docs, ints(*sizes), ints(*watchers), *ops, *lists, *workers, *chunks, *encoding); err != nil {
+	if err := run(ctx, *dir, *binDir, *repoRoot, *controllerGen, *docs, ints(*sizes), ints(*watchers), *ops, *lists, *workers, *chunks, *encoding, *cpuProfile); err != nil {
 		fmt.Fprintln(os.Stderr, "bench-api:", err)
 		os.Exit(1)
 	}
@@ -76,7 +77,7 @@ func ints(s string) []int {
 	return out
 }
 
-func run(ctx context.Context, dir, binDir, repoRoot, controllerGen, docs string, sizes, watchers []int, ops, lists, workers, chunks int, encoding string) error {
+func run(ctx context.Context, dir, binDir, repoRoot, controllerGen, docs string, sizes, watchers []int, ops, lists, workers, chunks int, encoding, cpuProfile string) error {
 	root, err := filepath.Abs(repoRoot)
 	if err != nil {
 		return err
@@ -169,8 +170,8 @@ func run(ctx context.Context, dir, binDir, repoRoot, controllerGen, docs string,
 		EtcdPut: func(ctx context.Context, n, workers, size int) (benchapi.Sample, error) {
 			return etcdPut(ctx, c.EtcdURL(), etcdPID, n, workers, size)
 		},
-		ProfileDir: dir,
-		Log:        os.Stderr,
+		ProfileDir: dir, CPUProfile: cpuProfile, CPUProfileSeconds: 20,
+		Log: os.Stderr,
 	})
 	if err != nil {
 		return err
@@ -178,8 +179,7 @@ func run(ctx context.Context, dir, binDir, repoRoot, controllerGen, docs string,
 	var out strings.Builder
 	fmt.Fprintf(&out, "Measured %s on %s, %s (`make bench-api`).\n\n", time.Now().UTC().Format("2006-01-02"), commit(root), machine())
 	report.Markdown(&out)
-	fmt.Fprintf(&out, "\nHeap profiles of this run: `%s`, `%s` (`go tool pprof -top FILE`).\n",
-		filepath.Join(dir, "kiln-apiserver.heap.pprof"), filepath.Join(dir, "kube-apiserver.heap.pprof"))
+	fmt.Fprintf(&out, "\nProfiles of this run are in `%s`: `*.heap.pprof` with the objects stored, `*.%s.cpu.pprof` during that workload (`go tool pprof -top FILE`).\n", dir, cpuProfile)
 	fmt.Println(out.String())
 	if top, err := exec.Command("go", "tool", "pprof", "-top", "-nodecount=15", "-sample_index=inuse_space", filepath.Join(dir, "kiln-apiserver.heap.pprof")).Output(); err == nil {
 		fmt.Println("kiln-apiserver heap in use with the objects stored:")
