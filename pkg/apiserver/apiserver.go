@@ -70,7 +70,6 @@ func (c CompletedConfig) New() (*Server, error) {
 	// ParameterCodec, not meta/v1's: instances/log decodes its query into
 	// InstanceLogOptions of this group.
 	groupInfo := genericapiserver.NewDefaultAPIGroupInfo(gpu.GroupName, Scheme, ParameterCodec, Codecs)
-	groupInfo.NegotiatedSerializer = Serializer
 	groupInfo.VersionedResourcesStorageMap["v1alpha1"] = storage
 	if err := generic.InstallAPIGroup(&groupInfo); err != nil {
 		return nil, err

@@ -8,7 +8,6 @@ import (
 
 	"github.com/spf13/pflag"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilerrors "k8s.io/apimachinery/pkg/util/errors"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apiserver/pkg/admission"
@@ -16,6 +15,7 @@ import (
 	genericapiserver "k8s.io/apiserver/pkg/server"
 	genericfilters "k8s.io/apiserver/pkg/server/filters"
 	genericoptions "k8s.io/apiserver/pkg/server/options"
+	serverstorage "k8s.io/apiserver/pkg/server/storage"
 	"k8s.io/apiserver/pkg/util/compatibility"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	basecompatibility "k8s.io/component-base/compatibility"
@@ -23,6 +23,7 @@ import (
 	"k8s.io/klog/v2"
 	netutils "k8s.io/utils/net"
 
+	"kiln.dev/kiln/pkg/apis/gpu"
 	"kiln.dev/kiln/pkg/apis/gpu/v1alpha1"
 	kilnopenapi "kiln.dev/kiln/pkg/generated/openapi"
 )
@@ -50,10 +51,8 @@ type Options struct {
 // NewOptions returns the default options of cluster mode.
 func NewOptions(out io.Writer) *Options {
 	o := &Options{
-		RecommendedOptions: genericoptions.NewRecommendedOptions(
-			DefaultEtcdPathPrefix,
-			Codecs.LegacyCodec(v1alpha1.SchemeGroupVersion),
-		),
+		// Config makes the storage codec, from --storage-media-type.
+		RecommendedOptions:       genericoptions.NewRecommendedOptions(DefaultEtcdPathPrefix, nil),
 		ComponentGlobalsRegistry: compatibility.DefaultComponentGlobalsRegistry,
 		Standalone:               StandaloneOptions{DataDir: "_output/standalone"},
 		Out:                      out,
@@ -72,8 +71,9 @@ func NewOptions(out io.Writer) *Options {
 		o.kiln = k
 		return []admission.PluginInitializer{k.initializer()}, nil
 	}
-	o.RecommendedOptions.Etcd.StorageConfig.EncodeVersioner = runtime.NewMultiGroupVersioner(
-		v1alpha1.SchemeGroupVersion, schema.GroupKind{Group: v1alpha1.GroupName})
+	// Stored as kube-apiserver stores its own objects; --storage-media-type
+	// can choose JSON or YAML instead.
+	o.RecommendedOptions.Etcd.DefaultStorageMediaType = runtime.ContentTypeProtobuf
 	_, _ = o.ComponentGlobalsRegistry.ComponentGlobalsOrRegister(basecompatibility.DefaultKubeComponent,
 		basecompatibility.NewEffectiveVersionFromString(baseversion.DefaultKubeBinaryVersion, "", ""),
 		utilfeature.DefaultMutableFeatureGate)
@@ -116,7 +116,6 @@ func (o *Options) Config(ctx context.Context) (*Config, error) {
 		return nil, fmt.Errorf("creating self-signed serving certificate: %w", err)
 	}
 	serverConfig := genericapiserver.NewRecommendedConfig(Codecs)
-	serverConfig.Serializer = Serializer
 	// instances/log follows a log for as long as the client reads it: no
 	// request timeout, and no seat held in the in-flight limits.
 	serverConfig.LongRunningFunc = genericfilters.BasicLongRunningRequestCheck(sets.NewString("watch"), sets.NewString("log"))
@@ -131,6 +130,9 @@ func (o *Options) Config(ctx context.Context) (*Config, error) {
 	serverConfig.FeatureGate = o.ComponentGlobalsRegistry.FeatureGateFor(basecompatibility.DefaultKubeComponent)
 	serverConfig.EffectiveVersion = o.ComponentGlobalsRegistry.EffectiveVersionFor(basecompatibility.DefaultKubeComponent)
 
+	if err := applyStorageCodec(ro.Etcd); err != nil {
+		return nil, err
+	}
 	if o.Standalone.Enabled {
 		k, err := o.Standalone.applyTo(ctx, ro, serverConfig)
 		if err != nil {
@@ -141,6 +143,25 @@ func (o *Options) Config(ctx context.Context) (*Config, error) {
 		return nil, err
 	}
 	return &Config{GenericConfig: serverConfig, kiln: o.kiln}, nil
+}
+
+// applyStorageCodec sets the codec etcd's objects go through: written as
+// v1alpha1 in --storage-media-type, read in any of JSON, YAML and protobuf.
+// Objects an older server stored as JSON therefore still read, and are
+// rewritten in the new encoding on their next update.
+func applyStorageCodec(etcd *genericoptions.EtcdOptions) error {
+	codec, versioner, err := serverstorage.NewStorageCodec(serverstorage.StorageCodecConfig{
+		StorageMediaType:  etcd.DefaultStorageMediaType,
+		StorageSerializer: Codecs,
+		StorageVersion:    v1alpha1.SchemeGroupVersion,
+		MemoryVersion:     gpu.SchemeGroupVersion,
+		Config:            etcd.StorageConfig,
+	})
+	if err != nil {
+		return fmt.Errorf("--storage-media-type=%s: %w", etcd.DefaultStorageMediaType, err)
+	}
+	etcd.StorageConfig.Codec, etcd.StorageConfig.EncodeVersioner = codec, versioner
+	return nil
 }
 
 // Run serves until ctx is done.

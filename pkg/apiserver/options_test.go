@@ -5,6 +5,11 @@ import (
 	"net"
 	"strings"
 	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	"kiln.dev/kiln/pkg/apis/gpu"
 )
 
 func TestStandaloneRefusesNonLoopback(t *testing.T) {
@@ -42,5 +47,64 @@ func TestStandaloneRefusesNonLoopback(t *testing.T) {
 				t.Errorf("bound to %v", o.RecommendedOptions.SecureServing.BindAddress)
 			}
 		})
+	}
+}
+
+// TestStorageCodec: etcd's objects are written in --storage-media-type,
+// protobuf by default, and whatever it is, objects written in any of the
+// three encodings read, so a change of encoding needs no migration.
+func TestStorageCodec(t *testing.T) {
+	in := &gpu.Instance{
+		ObjectMeta: metav1.ObjectMeta{Name: "nb", Namespace: "team"},
+		Spec:       gpu.InstanceSpec{Type: "h100", Image: "python:3.12"},
+	}
+	writers := []struct {
+		name, mediaType string
+		wantPrefix      string
+	}{
+		{"default", "", "k8s\x00"},
+		{"protobuf", runtime.ContentTypeProtobuf, "k8s\x00"},
+		{"json", runtime.ContentTypeJSON, `{"kind":"Instance","apiVersion":"gpu.kiln.dev/v1alpha1"`},
+		{"yaml", runtime.ContentTypeYAML, "apiVersion: gpu.kiln.dev/v1alpha1\n"},
+	}
+	codecs := map[string]runtime.Codec{}
+	stored := map[string][]byte{}
+	for _, w := range writers {
+		o := NewOptions(io.Discard)
+		if w.mediaType != "" {
+			o.RecommendedOptions.Etcd.DefaultStorageMediaType = w.mediaType
+		}
+		if err := applyStorageCodec(o.RecommendedOptions.Etcd); err != nil {
+			t.Fatalf("%s: %v", w.name, err)
+		}
+		codec := o.RecommendedOptions.Etcd.StorageConfig.Codec
+		data, err := runtime.Encode(codec, in)
+		if err != nil {
+			t.Fatalf("%s: encoding: %v", w.name, err)
+		}
+		if !strings.HasPrefix(string(data), w.wantPrefix) {
+			t.Errorf("%s writes %.40q, want it to start with %q", w.name, data, w.wantPrefix)
+		}
+		codecs[w.name], stored[w.name] = codec, data
+	}
+	for _, r := range writers {
+		for _, w := range writers {
+			t.Run(r.name+" reads "+w.name, func(t *testing.T) {
+				obj, err := runtime.Decode(codecs[r.name], stored[w.name])
+				if err != nil {
+					t.Fatal(err)
+				}
+				got, ok := obj.(*gpu.Instance)
+				if !ok || got.Name != in.Name || got.Namespace != in.Namespace || got.Spec.Image != in.Spec.Image {
+					t.Errorf("decoded %#v", obj)
+				}
+			})
+		}
+	}
+
+	o := NewOptions(io.Discard)
+	o.RecommendedOptions.Etcd.DefaultStorageMediaType = "text/plain"
+	if err := applyStorageCodec(o.RecommendedOptions.Etcd); err == nil || !strings.Contains(err.Error(), "--storage-media-type=text/plain") {
+		t.Errorf("--storage-media-type=text/plain: error %v, want one naming the flag", err)
 	}
 }

@@ -12,29 +12,12 @@ import (
 var (
 	// Scheme holds the internal and versioned types of gpu.kiln.dev.
 	Scheme = runtime.NewScheme()
-	// Codecs encodes and decodes objects of Scheme.
+	// Codecs encodes and decodes objects of Scheme: JSON, YAML and
+	// protobuf, to clients and to etcd.
 	Codecs = serializer.NewCodecFactory(Scheme)
 	// ParameterCodec decodes query parameters into options of Scheme.
 	ParameterCodec = runtime.NewParameterCodec(Scheme)
-	// Serializer is what the server negotiates with clients: Codecs
-	// without protobuf. Kiln's types have no protobuf encoding; offering it
-	// anyway answers a client that prefers it (the namespace controller's
-	// metadata client does) with an encoding error instead of JSON, and a
-	// namespace holding Instances never finishes deleting.
-	Serializer runtime.NegotiatedSerializer = withoutProtobuf{Codecs}
 )
-
-type withoutProtobuf struct{ serializer.CodecFactory }
-
-func (w withoutProtobuf) SupportedMediaTypes() []runtime.SerializerInfo {
-	var out []runtime.SerializerInfo
-	for _, info := range w.CodecFactory.SupportedMediaTypes() {
-		if info.MediaType != runtime.ContentTypeProtobuf {
-			out = append(out, info)
-		}
-	}
-	return out
-}
 
 func init() {
 	install.Install(Scheme)

@@ -938,33 +938,3 @@ func TestExamplesAreValid(t *testing.T) {
 		t.Errorf("created %d example objects, want every one of at least 8", created)
 	}
 }
-
-// TestProtobufPreferringClientsGetJSON: Kiln's types have no protobuf
-// encoding, so the server must not offer it. A client that prefers it but
-// accepts JSON (the namespace controller deleting a namespace's Instances)
-// gets JSON; one that accepts only protobuf gets 406.
-func TestProtobufPreferringClientsGetJSON(t *testing.T) {
-	ns := "proto-pref"
-	if _, err := client.GpuV1alpha1().Instances(ns).Create(ctx(t), instance(ns, "p1", "h100", 1), metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	const preferProto = "application/vnd.kubernetes.protobuf, application/json"
-	for _, tc := range []struct {
-		method, path, accept string
-		want                 int
-	}{
-		{http.MethodGet, "/apis/gpu.kiln.dev/v1alpha1/namespaces/" + ns + "/instances", preferProto, http.StatusOK},
-		{http.MethodGet, "/apis/gpu.kiln.dev/v1alpha1/instancetypes", preferProto, http.StatusOK},
-		{http.MethodDelete, "/apis/gpu.kiln.dev/v1alpha1/namespaces/" + ns + "/instances", preferProto, http.StatusOK},
-		{http.MethodGet, "/apis/gpu.kiln.dev/v1alpha1/instancetypes", "application/vnd.kubernetes.protobuf", http.StatusNotAcceptable},
-	} {
-		code, body := rawRequest(t, tc.method, tc.path, tc.accept, "", "")
-		if code != tc.want {
-			t.Errorf("%s %s Accept %q: %d %s, want %d", tc.method, tc.path, tc.accept, code, body, tc.want)
-			continue
-		}
-		if code == http.StatusOK && !json.Valid(body) {
-			t.Errorf("%s %s Accept %q: body is not JSON: %q", tc.method, tc.path, tc.accept, body)
-		}
-	}
-}

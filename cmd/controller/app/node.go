@@ -12,7 +12,6 @@ import (
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 
 	"kiln.dev/kiln/pkg/deviceplugin"
-	"kiln.dev/kiln/pkg/generated/clientset/versioned"
 )
 
 // DefaultPodResourcesSocket is where the kubelet serves its PodResources
@@ -76,7 +75,7 @@ simulated node, allocating devices to the Pods bound to it.`,
 			if err != nil {
 				return err
 			}
-			kiln, err := versioned.NewForConfig(cfg)
+			kiln, err := newKilnClientset(cfg)
 			if err != nil {
 				return err
 			}

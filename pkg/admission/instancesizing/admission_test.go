@@ -94,7 +94,7 @@ func instance(mutate ...func(*gpu.Instance)) *gpu.Instance {
 			Type:      "h100",
 			Image:     "nvcr.io/nvidia/pytorch:24.05-py3",
 			Resources: gpu.InstanceResources{Accelerators: ptr.To(int32(1))},
-			Workspace: &gpu.Workspace{MountPath: "/workspace", Size: q("100Gi")},
+			Workspace: &gpu.Workspace{MountPath: "/workspace", EmptyDirSize: q("100Gi")},
 		},
 	}
 	for _, m := range mutate {

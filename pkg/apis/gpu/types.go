@@ -367,7 +367,7 @@ type Workspace struct {
 	MountPath string `json:"mountPath,omitempty"`
 	// size of an emptyDir workspace, e.g. "100Gi". Not with claimName.
 	// +optional
-	Size *resource.Quantity `json:"size,omitempty"`
+	EmptyDirSize *resource.Quantity `json:"size,omitempty"` // Not Size, as in v1alpha1, whose protobuf Size method takes the name.
 	// claimName of a PersistentVolumeClaim to use as the workspace, so it
 	// survives stops and node changes. Not with size.
 	// +optional

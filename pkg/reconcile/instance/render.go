@@ -73,7 +73,7 @@ func RenderPod(inst *v1alpha1.Instance, t *v1alpha1.InstanceType, node *corev1.N
 		if ws.ClaimName != "" {
 			v.PersistentVolumeClaim = &corev1.PersistentVolumeClaimVolumeSource{ClaimName: ws.ClaimName}
 		} else {
-			v.EmptyDir = &corev1.EmptyDirVolumeSource{SizeLimit: ws.Size}
+			v.EmptyDir = &corev1.EmptyDirVolumeSource{SizeLimit: ws.EmptyDirSize}
 		}
 		volumes = append(volumes, v)
 		main.VolumeMounts = append(main.VolumeMounts, corev1.VolumeMount{Name: workspaceVolume, MountPath: ws.MountPath})

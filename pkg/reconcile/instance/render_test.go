@@ -262,7 +262,7 @@ func TestRenderPodVolumesAndSSH(t *testing.T) {
 		wantErr        string
 	}{{
 		name:        "an emptyDir workspace with its size",
-		setup:       func(i *v1alpha1.Instance) { i.Spec.Workspace.Size = &size },
+		setup:       func(i *v1alpha1.Instance) { i.Spec.Workspace.EmptyDirSize = &size },
 		wantVolumes: []corev1.Volume{{Name: "workspace", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{SizeLimit: &size}}}},
 		wantMounts:  []corev1.VolumeMount{{Name: "workspace", MountPath: "/workspace"}},
 	}, {

@@ -1,5 +1,6 @@
 // +k8s:openapi-gen=true
 // +k8s:deepcopy-gen=package
+// +k8s:protobuf-gen=package
 // +k8s:conversion-gen=kiln.dev/kiln/pkg/apis/gpu
 // +k8s:defaulter-gen=TypeMeta
 // +groupName=gpu.kiln.dev

@@ -18,49 +18,49 @@ type InstanceType struct {
 	metav1.TypeMeta `json:",inline"`
 	// Standard object metadata.
 	// +optional
-	metav1.ObjectMeta `json:"metadata,omitempty"`
+	metav1.ObjectMeta `json:"metadata,omitempty" protobuf:"bytes,1,opt,name=metadata"`
 
 	// spec is what the admin publishes.
 	// +optional
-	Spec InstanceTypeSpec `json:"spec,omitempty"`
+	Spec InstanceTypeSpec `json:"spec,omitempty" protobuf:"bytes,2,opt,name=spec"`
 	// status is the pool's live capacity, computed by the controller.
 	// +optional
-	Status InstanceTypeStatus `json:"status,omitempty"`
+	Status InstanceTypeStatus `json:"status,omitempty" protobuf:"bytes,3,opt,name=status"`
 }
 
 // InstanceTypeSpec describes an accelerator offering.
 type InstanceTypeSpec struct {
 	// displayName is a human-readable name shown in catalogues, e.g. "NVIDIA H100 80GB".
 	// +optional
-	DisplayName string `json:"displayName,omitempty"`
+	DisplayName string `json:"displayName,omitempty" protobuf:"bytes,1,opt,name=displayName"`
 	// accelerator describes the card behind this type. Absent for a CPU-only type.
 	// +optional
-	Accelerator *Accelerator `json:"accelerator,omitempty"`
+	Accelerator *Accelerator `json:"accelerator,omitempty" protobuf:"bytes,2,opt,name=accelerator"`
 	// resourcesPerCard is the host CPU, memory and ephemeral storage that come
 	// with one whole card. A slice or partition gets the same fraction of
 	// these as its share of the card's memory. For a CPU-only type it is what
 	// one Instance gets by default.
 	// +optional
-	ResourcesPerCard HostResources `json:"resourcesPerCard,omitempty"`
+	ResourcesPerCard HostResources `json:"resourcesPerCard,omitempty" protobuf:"bytes,3,opt,name=resourcesPerCard"`
 	// nodeSelector restricts the pool to nodes with these labels.
 	// +optional
-	NodeSelector map[string]string `json:"nodeSelector,omitempty"`
+	NodeSelector map[string]string `json:"nodeSelector,omitempty" protobuf:"bytes,4,rep,name=nodeSelector"`
 	// tolerations are added to every Pod of this type, so it can land on
 	// tainted GPU nodes.
 	// +optional
 	// +listType=atomic
-	Tolerations []corev1.Toleration `json:"tolerations,omitempty"`
+	Tolerations []corev1.Toleration `json:"tolerations,omitempty" protobuf:"bytes,5,rep,name=tolerations"`
 	// runtimeClassName is the RuntimeClass of every Pod of this type (e.g. "nvidia").
 	// +optional
-	RuntimeClassName *string `json:"runtimeClassName,omitempty"`
+	RuntimeClassName *string `json:"runtimeClassName,omitempty" protobuf:"bytes,6,opt,name=runtimeClassName"`
 	// namespaceSelector selects the namespaces whose Instances may use this
 	// type. Absent: every namespace may.
 	// +optional
-	NamespaceSelector *metav1.LabelSelector `json:"namespaceSelector,omitempty"`
+	NamespaceSelector *metav1.LabelSelector `json:"namespaceSelector,omitempty" protobuf:"bytes,7,opt,name=namespaceSelector"`
 	// hold pauses the type: "" keeps it open; "Hold" refuses new starts but
 	// leaves running Instances alone; "Drain" also stops running Instances.
 	// +optional
-	Hold HoldMode `json:"hold,omitempty"`
+	Hold HoldMode `json:"hold,omitempty" protobuf:"bytes,8,opt,name=hold,casttype=HoldMode"`
 }
 
 // HoldMode says whether an InstanceType accepts new starts.
@@ -79,28 +79,28 @@ const (
 // Accelerator describes one kind of card and the ways it may be shared.
 type Accelerator struct {
 	// vendor of the card: "nvidia", "amd", "intel", ...
-	Vendor string `json:"vendor"`
+	Vendor string `json:"vendor" protobuf:"bytes,1,opt,name=vendor"`
 	// model is matched against the node label that names the card, such as
 	// nvidia.com/gpu.product (e.g. "NVIDIA-H100-80GB-HBM3").
-	Model string `json:"model"`
+	Model string `json:"model" protobuf:"bytes,2,opt,name=model"`
 	// memory of one card, e.g. "80Gi".
-	Memory resource.Quantity `json:"memory"`
+	Memory resource.Quantity `json:"memory" protobuf:"bytes,3,opt,name=memory"`
 	// maxPerInstance is the most whole cards one Instance may take. Defaults to 1.
 	// +optional
-	MaxPerInstance int32 `json:"maxPerInstance,omitempty"`
+	MaxPerInstance int32 `json:"maxPerInstance,omitempty" protobuf:"varint,4,opt,name=maxPerInstance"`
 	// exclusive offers whole cards. Defaulted when neither sliced nor
 	// partitions is set.
 	// +optional
-	Exclusive *ExclusiveSharing `json:"exclusive,omitempty"`
+	Exclusive *ExclusiveSharing `json:"exclusive,omitempty" protobuf:"bytes,5,opt,name=exclusive"`
 	// sliced offers percentage slices of one card's memory and compute,
 	// enforced by a sharing device plugin (HAMi's convention).
 	// +optional
-	Sliced *SlicedSharing `json:"sliced,omitempty"`
+	Sliced *SlicedSharing `json:"sliced,omitempty" protobuf:"bytes,6,opt,name=sliced"`
 	// partitions offers hardware partitions of a card (NVIDIA MIG profiles).
 	// +optional
 	// +listType=map
 	// +listMapKey=name
-	Partitions []PartitionProfile `json:"partitions,omitempty"`
+	Partitions []PartitionProfile `json:"partitions,omitempty" protobuf:"bytes,7,rep,name=partitions"`
 }
 
 // ExclusiveSharing offers whole cards through one extended resource.
@@ -108,47 +108,47 @@ type ExclusiveSharing struct {
 	// resourceName is the extended resource a Pod requests for whole cards.
 	// Defaults from the vendor: "nvidia.com/gpu", "amd.com/gpu", "gpu.intel.com/i915".
 	// +optional
-	ResourceName string `json:"resourceName,omitempty"`
+	ResourceName string `json:"resourceName,omitempty" protobuf:"bytes,1,opt,name=resourceName"`
 }
 
 // SlicedSharing names the resources a sharing device plugin understands.
 type SlicedSharing struct {
 	// resourceName counts the cards a slice sits on. Defaults to "nvidia.com/gpu".
 	// +optional
-	ResourceName string `json:"resourceName,omitempty"`
+	ResourceName string `json:"resourceName,omitempty" protobuf:"bytes,1,opt,name=resourceName"`
 	// memoryPercentResourceName is the resource that carries the slice's share
 	// of card memory in percent. Defaults to "nvidia.com/gpumem-percentage".
 	// +optional
-	MemoryPercentResourceName string `json:"memoryPercentResourceName,omitempty"`
+	MemoryPercentResourceName string `json:"memoryPercentResourceName,omitempty" protobuf:"bytes,2,opt,name=memoryPercentResourceName"`
 	// coresResourceName is the resource that carries the slice's share of the
 	// card's compute in percent. Defaults to "nvidia.com/gpucores".
 	// +optional
-	CoresResourceName string `json:"coresResourceName,omitempty"`
+	CoresResourceName string `json:"coresResourceName,omitempty" protobuf:"bytes,3,opt,name=coresResourceName"`
 }
 
 // PartitionProfile is one hardware partition profile of a card.
 type PartitionProfile struct {
 	// name of the profile, e.g. "1g.10gb".
-	Name string `json:"name"`
+	Name string `json:"name" protobuf:"bytes,1,opt,name=name"`
 	// memory of one partition, e.g. "10Gi".
-	Memory resource.Quantity `json:"memory"`
+	Memory resource.Quantity `json:"memory" protobuf:"bytes,2,opt,name=memory"`
 	// resourceName is the extended resource of this profile. Defaults to
 	// "nvidia.com/mig-<name>".
 	// +optional
-	ResourceName string `json:"resourceName,omitempty"`
+	ResourceName string `json:"resourceName,omitempty" protobuf:"bytes,3,opt,name=resourceName"`
 }
 
 // HostResources is host CPU, memory and ephemeral storage.
 type HostResources struct {
 	// cpu, e.g. "16" or "1500m".
 	// +optional
-	CPU *resource.Quantity `json:"cpu,omitempty"`
+	CPU *resource.Quantity `json:"cpu,omitempty" protobuf:"bytes,1,opt,name=cpu"`
 	// memory, e.g. "128Gi".
 	// +optional
-	Memory *resource.Quantity `json:"memory,omitempty"`
+	Memory *resource.Quantity `json:"memory,omitempty" protobuf:"bytes,2,opt,name=memory"`
 	// ephemeralStorage, e.g. "200Gi".
 	// +optional
-	EphemeralStorage *resource.Quantity `json:"ephemeralStorage,omitempty"`
+	EphemeralStorage *resource.Quantity `json:"ephemeralStorage,omitempty" protobuf:"bytes,3,opt,name=ephemeralStorage"`
 }
 
 // InstanceTypePhase is the state of an InstanceType.
@@ -168,48 +168,48 @@ const (
 type InstanceTypeStatus struct {
 	// phase is Active, Held or Draining.
 	// +optional
-	Phase InstanceTypePhase `json:"phase,omitempty"`
+	Phase InstanceTypePhase `json:"phase,omitempty" protobuf:"bytes,1,opt,name=phase,casttype=InstanceTypePhase"`
 	// capacity of the pool as of the last reconcile.
 	// +optional
-	Capacity InstanceTypeCapacity `json:"capacity,omitempty"`
+	Capacity InstanceTypeCapacity `json:"capacity,omitempty" protobuf:"bytes,2,opt,name=capacity"`
 	// conditions of the type.
 	// +optional
 	// +listType=map
 	// +listMapKey=type
-	Conditions []metav1.Condition `json:"conditions,omitempty"`
+	Conditions []metav1.Condition `json:"conditions,omitempty" protobuf:"bytes,3,rep,name=conditions"`
 	// observedGeneration is the generation of the spec this status describes.
 	// +optional
-	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	ObservedGeneration int64 `json:"observedGeneration,omitempty" protobuf:"varint,4,opt,name=observedGeneration"`
 }
 
 // InstanceTypeCapacity counts the nodes and cards of a pool.
 type InstanceTypeCapacity struct {
 	// nodes in the pool that are Ready.
 	// +optional
-	Nodes int32 `json:"nodes,omitempty"`
+	Nodes int32 `json:"nodes,omitempty" protobuf:"varint,1,opt,name=nodes"`
 	// cards on those nodes.
 	// +optional
-	Cards int32 `json:"cards,omitempty"`
+	Cards int32 `json:"cards,omitempty" protobuf:"varint,2,opt,name=cards"`
 	// freeCards not taken by any Pod or Claim.
 	// +optional
-	FreeCards int32 `json:"freeCards,omitempty"`
+	FreeCards int32 `json:"freeCards,omitempty" protobuf:"varint,3,opt,name=freeCards"`
 	// partitions: total and free per partition profile.
 	// +optional
 	// +listType=map
 	// +listMapKey=name
-	Partitions []PartitionCapacity `json:"partitions,omitempty"`
+	Partitions []PartitionCapacity `json:"partitions,omitempty" protobuf:"bytes,4,rep,name=partitions"`
 }
 
 // PartitionCapacity counts the partitions of one profile in a pool.
 type PartitionCapacity struct {
 	// name of the profile.
-	Name string `json:"name"`
+	Name string `json:"name" protobuf:"bytes,1,opt,name=name"`
 	// total partitions of this profile in the pool.
 	// +optional
-	Total int32 `json:"total,omitempty"`
+	Total int32 `json:"total,omitempty" protobuf:"varint,2,opt,name=total"`
 	// free partitions of this profile.
 	// +optional
-	Free int32 `json:"free,omitempty"`
+	Free int32 `json:"free,omitempty" protobuf:"varint,3,opt,name=free"`
 }
 
 // +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
@@ -219,9 +219,9 @@ type InstanceTypeList struct {
 	metav1.TypeMeta `json:",inline"`
 	// Standard list metadata.
 	// +optional
-	metav1.ListMeta `json:"metadata,omitempty"`
+	metav1.ListMeta `json:"metadata,omitempty" protobuf:"bytes,1,opt,name=metadata"`
 	// items is the list of InstanceTypes.
-	Items []InstanceType `json:"items"`
+	Items []InstanceType `json:"items" protobuf:"bytes,2,rep,name=items"`
 }
 
 // +genclient
@@ -236,172 +236,172 @@ type Instance struct {
 	metav1.TypeMeta `json:",inline"`
 	// Standard object metadata.
 	// +optional
-	metav1.ObjectMeta `json:"metadata,omitempty"`
+	metav1.ObjectMeta `json:"metadata,omitempty" protobuf:"bytes,1,opt,name=metadata"`
 
 	// spec is the machine the tenant asks for.
 	// +optional
-	Spec InstanceSpec `json:"spec,omitempty"`
+	Spec InstanceSpec `json:"spec,omitempty" protobuf:"bytes,2,opt,name=spec"`
 	// status is what the controller observes of the machine.
 	// +optional
-	Status InstanceStatus `json:"status,omitempty"`
+	Status InstanceStatus `json:"status,omitempty" protobuf:"bytes,3,opt,name=status"`
 }
 
 // InstanceSpec is the desired state of an Instance.
 type InstanceSpec struct {
 	// type is the name of the InstanceType to run on. Cannot be changed.
-	Type string `json:"type"`
+	Type string `json:"type" protobuf:"bytes,1,opt,name=type"`
 	// image is the container image to run, e.g. "nvcr.io/nvidia/pytorch:24.05-py3".
-	Image string `json:"image"`
+	Image string `json:"image" protobuf:"bytes,2,opt,name=image"`
 	// imagePullPolicy is Always, IfNotPresent or Never. Defaults to IfNotPresent.
 	// +optional
-	ImagePullPolicy corev1.PullPolicy `json:"imagePullPolicy,omitempty"`
+	ImagePullPolicy corev1.PullPolicy `json:"imagePullPolicy,omitempty" protobuf:"bytes,3,opt,name=imagePullPolicy,casttype=k8s.io/api/core/v1.PullPolicy"`
 	// imagePullSecrets name Secrets in the Instance's namespace used to pull the image.
 	// +optional
 	// +listType=map
 	// +listMapKey=name
-	ImagePullSecrets []corev1.LocalObjectReference `json:"imagePullSecrets,omitempty"`
+	ImagePullSecrets []corev1.LocalObjectReference `json:"imagePullSecrets,omitempty" protobuf:"bytes,4,rep,name=imagePullSecrets"`
 	// command overrides the image's entrypoint.
 	// +optional
 	// +listType=atomic
-	Command []string `json:"command,omitempty"`
+	Command []string `json:"command,omitempty" protobuf:"bytes,5,rep,name=command"`
 	// args are passed to the command.
 	// +optional
 	// +listType=atomic
-	Args []string `json:"args,omitempty"`
+	Args []string `json:"args,omitempty" protobuf:"bytes,6,rep,name=args"`
 	// env sets environment variables in the container.
 	// +optional
 	// +listType=map
 	// +listMapKey=name
-	Env []corev1.EnvVar `json:"env,omitempty"`
+	Env []corev1.EnvVar `json:"env,omitempty" protobuf:"bytes,7,rep,name=env"`
 	// resources is the accelerator share and host resources. Set exactly one
 	// of accelerators, slice or partition; cpu, memory and ephemeralStorage
 	// are filled from the InstanceType when left empty.
 	// +optional
-	Resources InstanceResources `json:"resources,omitempty"`
+	Resources InstanceResources `json:"resources,omitempty" protobuf:"bytes,8,opt,name=resources"`
 	// ports exposed on a NodePort Service owned by the Instance, at most 8:
 	// each holds a node port of the cluster while the Instance exists.
 	// +optional
 	// +listType=map
 	// +listMapKey=name
-	Ports []InstancePort `json:"ports,omitempty"`
+	Ports []InstancePort `json:"ports,omitempty" protobuf:"bytes,9,rep,name=ports"`
 	// ssh enables an SSH server in the Instance.
 	// +optional
-	SSH *SSHSpec `json:"ssh,omitempty"`
+	SSH *SSHSpec `json:"ssh,omitempty" protobuf:"bytes,10,opt,name=ssh"`
 	// workspace is the volume mounted as the working directory. Defaults to
 	// an emptyDir at /workspace.
 	// +optional
-	Workspace *Workspace `json:"workspace,omitempty"`
+	Workspace *Workspace `json:"workspace,omitempty" protobuf:"bytes,11,opt,name=workspace"`
 	// volumes are extra volumes mounted into the container.
 	// +optional
 	// +listType=map
 	// +listMapKey=name
-	Volumes []InstanceVolume `json:"volumes,omitempty"`
+	Volumes []InstanceVolume `json:"volumes,omitempty" protobuf:"bytes,12,rep,name=volumes"`
 	// nodeName pins the Instance to one node of its type's pool. The pin is
 	// a node selector, so the scheduler still checks that the node has room.
 	// +optional
-	NodeName string `json:"nodeName,omitempty"`
+	NodeName string `json:"nodeName,omitempty" protobuf:"bytes,13,opt,name=nodeName"`
 	// claimName runs the Instance on the devices held by this Claim in the
 	// same namespace.
 	// +optional
-	ClaimName string `json:"claimName,omitempty"`
+	ClaimName string `json:"claimName,omitempty" protobuf:"bytes,14,opt,name=claimName"`
 	// stopped is the desired state: true deletes the Pod and keeps
 	// everything else; false runs it. The instances/stop and instances/start
 	// subresources flip it.
 	// +optional
-	Stopped bool `json:"stopped,omitempty"`
+	Stopped bool `json:"stopped,omitempty" protobuf:"varint,15,opt,name=stopped"`
 	// privileged runs the container privileged. Needs the "use" verb on
 	// instances/privileged.
 	// +optional
-	Privileged bool `json:"privileged,omitempty"`
+	Privileged bool `json:"privileged,omitempty" protobuf:"varint,16,opt,name=privileged"`
 }
 
 // InstanceResources is what an Instance asks of its type.
 type InstanceResources struct {
 	// accelerators is the number of whole cards. 0 on a CPU-only type.
 	// +optional
-	Accelerators *int32 `json:"accelerators,omitempty"`
+	Accelerators *int32 `json:"accelerators,omitempty" protobuf:"varint,1,opt,name=accelerators"`
 	// slice asks for a percentage slice of one card.
 	// +optional
-	Slice *SliceRequest `json:"slice,omitempty"`
+	Slice *SliceRequest `json:"slice,omitempty" protobuf:"bytes,2,opt,name=slice"`
 	// partition asks for one hardware partition of this profile, e.g. "1g.10gb".
 	// +optional
-	Partition string `json:"partition,omitempty"`
+	Partition string `json:"partition,omitempty" protobuf:"bytes,3,opt,name=partition"`
 	// cpu for the container. Defaults to the card share of the type's resourcesPerCard.cpu.
 	// +optional
-	CPU *resource.Quantity `json:"cpu,omitempty"`
+	CPU *resource.Quantity `json:"cpu,omitempty" protobuf:"bytes,4,opt,name=cpu"`
 	// memory for the container. Defaults to the card share of the type's resourcesPerCard.memory.
 	// +optional
-	Memory *resource.Quantity `json:"memory,omitempty"`
+	Memory *resource.Quantity `json:"memory,omitempty" protobuf:"bytes,5,opt,name=memory"`
 	// ephemeralStorage for the container. Defaults to the card share of the
 	// type's resourcesPerCard.ephemeralStorage.
 	// +optional
-	EphemeralStorage *resource.Quantity `json:"ephemeralStorage,omitempty"`
+	EphemeralStorage *resource.Quantity `json:"ephemeralStorage,omitempty" protobuf:"bytes,6,opt,name=ephemeralStorage"`
 }
 
 // SliceRequest is a share of one card.
 type SliceRequest struct {
 	// memoryPercent of the card's memory, 1 to 100.
-	MemoryPercent int32 `json:"memoryPercent"`
+	MemoryPercent int32 `json:"memoryPercent" protobuf:"varint,1,opt,name=memoryPercent"`
 	// coresPercent of the card's compute, 1 to 100. Defaults to memoryPercent.
 	// +optional
-	CoresPercent int32 `json:"coresPercent,omitempty"`
+	CoresPercent int32 `json:"coresPercent,omitempty" protobuf:"varint,2,opt,name=coresPercent"`
 }
 
 // InstancePort is a port of the container published on a NodePort.
 type InstancePort struct {
 	// name of the port, an IANA service name such as "http" or "jupyter".
-	Name string `json:"name"`
+	Name string `json:"name" protobuf:"bytes,1,opt,name=name"`
 	// port number in the container, 1 to 65535.
-	Port int32 `json:"port"`
+	Port int32 `json:"port" protobuf:"varint,2,opt,name=port"`
 	// protocol is TCP, UDP or SCTP. Defaults to TCP.
 	// +optional
-	Protocol corev1.Protocol `json:"protocol,omitempty"`
+	Protocol corev1.Protocol `json:"protocol,omitempty" protobuf:"bytes,3,opt,name=protocol,casttype=k8s.io/api/core/v1.Protocol"`
 }
 
 // SSHSpec enables SSH access.
 type SSHSpec struct {
 	// authorizedKeysSecret names a Secret in the Instance's namespace whose
 	// "authorized_keys" key holds the public keys allowed to log in.
-	AuthorizedKeysSecret string `json:"authorizedKeysSecret"`
+	AuthorizedKeysSecret string `json:"authorizedKeysSecret" protobuf:"bytes,1,opt,name=authorizedKeysSecret"`
 }
 
 // Workspace is the Instance's working volume.
 type Workspace struct {
 	// mountPath of the workspace in the container. Defaults to /workspace.
 	// +optional
-	MountPath string `json:"mountPath,omitempty"`
+	MountPath string `json:"mountPath,omitempty" protobuf:"bytes,1,opt,name=mountPath"`
 	// size of an emptyDir workspace, e.g. "100Gi". Not with claimName.
 	// +optional
-	Size *resource.Quantity `json:"size,omitempty"`
+	EmptyDirSize *resource.Quantity `json:"size,omitempty" protobuf:"bytes,2,opt,name=size"` // Not Size: the protobuf encoding's Size method takes the name.
 	// claimName of a PersistentVolumeClaim to use as the workspace, so it
 	// survives stops and node changes. Not with size.
 	// +optional
-	ClaimName string `json:"claimName,omitempty"`
+	ClaimName string `json:"claimName,omitempty" protobuf:"bytes,3,opt,name=claimName"`
 }
 
 // InstanceVolume is an extra volume and where it is mounted. Set exactly
 // one source.
 type InstanceVolume struct {
 	// name of the volume, a DNS label unique in the Instance.
-	Name string `json:"name"`
+	Name string `json:"name" protobuf:"bytes,1,opt,name=name"`
 	// mountPath in the container, an absolute path.
-	MountPath string `json:"mountPath"`
+	MountPath string `json:"mountPath" protobuf:"bytes,2,opt,name=mountPath"`
 	// readOnly mounts the volume read-only.
 	// +optional
-	ReadOnly bool `json:"readOnly,omitempty"`
+	ReadOnly bool `json:"readOnly,omitempty" protobuf:"varint,3,opt,name=readOnly"`
 	// persistentVolumeClaim in the Instance's namespace.
 	// +optional
-	PersistentVolumeClaim *corev1.PersistentVolumeClaimVolumeSource `json:"persistentVolumeClaim,omitempty"`
+	PersistentVolumeClaim *corev1.PersistentVolumeClaimVolumeSource `json:"persistentVolumeClaim,omitempty" protobuf:"bytes,4,opt,name=persistentVolumeClaim"`
 	// configMap in the Instance's namespace.
 	// +optional
-	ConfigMap *corev1.ConfigMapVolumeSource `json:"configMap,omitempty"`
+	ConfigMap *corev1.ConfigMapVolumeSource `json:"configMap,omitempty" protobuf:"bytes,5,opt,name=configMap"`
 	// secret in the Instance's namespace.
 	// +optional
-	Secret *corev1.SecretVolumeSource `json:"secret,omitempty"`
+	Secret *corev1.SecretVolumeSource `json:"secret,omitempty" protobuf:"bytes,6,opt,name=secret"`
 	// hostPath mounts a directory of the node. Needs the "use" verb on
 	// instances/privileged.
 	// +optional
-	HostPath *corev1.HostPathVolumeSource `json:"hostPath,omitempty"`
+	HostPath *corev1.HostPathVolumeSource `json:"hostPath,omitempty" protobuf:"bytes,7,opt,name=hostPath"`
 }
 
 // InstancePhase is where an Instance is in its life.
@@ -440,55 +440,55 @@ const (
 type InstanceStatus struct {
 	// phase is Pending, Starting, Ready, Stopping, Stopped, Failed or Deleting.
 	// +optional
-	Phase InstancePhase `json:"phase,omitempty"`
+	Phase InstancePhase `json:"phase,omitempty" protobuf:"bytes,1,opt,name=phase,casttype=InstancePhase"`
 	// message explains the phase, e.g. why the Instance is still Pending.
 	// +optional
-	Message string `json:"message,omitempty"`
+	Message string `json:"message,omitempty" protobuf:"bytes,2,opt,name=message"`
 	// conditions of the Instance; "Ready" at least.
 	// +optional
 	// +listType=map
 	// +listMapKey=type
-	Conditions []metav1.Condition `json:"conditions,omitempty"`
+	Conditions []metav1.Condition `json:"conditions,omitempty" protobuf:"bytes,3,rep,name=conditions"`
 	// observedGeneration is the generation of the spec this status describes.
 	// +optional
-	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	ObservedGeneration int64 `json:"observedGeneration,omitempty" protobuf:"varint,4,opt,name=observedGeneration"`
 	// nodeName is the node the Instance runs on.
 	// +optional
-	NodeName string `json:"nodeName,omitempty"`
+	NodeName string `json:"nodeName,omitempty" protobuf:"bytes,5,opt,name=nodeName"`
 	// hostIPs of that node, external addresses first.
 	// +optional
 	// +listType=atomic
-	HostIPs []string `json:"hostIPs,omitempty"`
+	HostIPs []string `json:"hostIPs,omitempty" protobuf:"bytes,6,rep,name=hostIPs"`
 	// podIPs of the Instance's Pod.
 	// +optional
 	// +listType=atomic
-	PodIPs []string `json:"podIPs,omitempty"`
+	PodIPs []string `json:"podIPs,omitempty" protobuf:"bytes,7,rep,name=podIPs"`
 	// ports with the node ports they are reachable on.
 	// +optional
 	// +listType=map
 	// +listMapKey=name
-	Ports []InstancePortStatus `json:"ports,omitempty"`
+	Ports []InstancePortStatus `json:"ports,omitempty" protobuf:"bytes,8,rep,name=ports"`
 	// allocations are the devices the Instance got.
 	// +optional
 	// +listType=atomic
-	Allocations []DeviceAllocation `json:"allocations,omitempty"`
+	Allocations []DeviceAllocation `json:"allocations,omitempty" protobuf:"bytes,9,rep,name=allocations"`
 	// startTime is when the current Pod started.
 	// +optional
-	StartTime *metav1.Time `json:"startTime,omitempty"`
+	StartTime *metav1.Time `json:"startTime,omitempty" protobuf:"bytes,10,opt,name=startTime"`
 }
 
 // InstancePortStatus is a published port.
 type InstancePortStatus struct {
 	// name of the port.
-	Name string `json:"name"`
+	Name string `json:"name" protobuf:"bytes,1,opt,name=name"`
 	// port number in the container.
-	Port int32 `json:"port"`
+	Port int32 `json:"port" protobuf:"varint,2,opt,name=port"`
 	// protocol of the port.
 	// +optional
-	Protocol corev1.Protocol `json:"protocol,omitempty"`
+	Protocol corev1.Protocol `json:"protocol,omitempty" protobuf:"bytes,3,opt,name=protocol,casttype=k8s.io/api/core/v1.Protocol"`
 	// nodePort on every node's host IPs that reaches the port.
 	// +optional
-	NodePort int32 `json:"nodePort,omitempty"`
+	NodePort int32 `json:"nodePort,omitempty" protobuf:"varint,4,opt,name=nodePort"`
 }
 
 // AllocationMode is how a device is shared with an Instance.
@@ -504,25 +504,25 @@ const (
 // DeviceAllocation is one device given to an Instance.
 type DeviceAllocation struct {
 	// device is the device's ID, e.g. a GPU UUID or a MIG device UUID.
-	Device string `json:"device"`
+	Device string `json:"device" protobuf:"bytes,1,opt,name=device"`
 	// index of the card on the node (nvidia-smi's); a MIG device has its
 	// card's.
 	// +optional
-	Index int32 `json:"index,omitempty"`
+	Index int32 `json:"index,omitempty" protobuf:"varint,2,opt,name=index"`
 	// pciBusID of the card.
 	// +optional
-	PCIBusID string `json:"pciBusID,omitempty"`
+	PCIBusID string `json:"pciBusID,omitempty" protobuf:"bytes,3,opt,name=pciBusID"`
 	// mode is Exclusive, Slice or Partition.
-	Mode AllocationMode `json:"mode"`
+	Mode AllocationMode `json:"mode" protobuf:"bytes,4,opt,name=mode,casttype=AllocationMode"`
 	// memoryPercent of the device's memory given to the Instance (Slice).
 	// +optional
-	MemoryPercent int32 `json:"memoryPercent,omitempty"`
+	MemoryPercent int32 `json:"memoryPercent,omitempty" protobuf:"varint,5,opt,name=memoryPercent"`
 	// coresPercent of the device's compute given to the Instance (Slice).
 	// +optional
-	CoresPercent int32 `json:"coresPercent,omitempty"`
+	CoresPercent int32 `json:"coresPercent,omitempty" protobuf:"varint,6,opt,name=coresPercent"`
 	// profile of the partition (Partition).
 	// +optional
-	Profile string `json:"profile,omitempty"`
+	Profile string `json:"profile,omitempty" protobuf:"bytes,7,opt,name=profile"`
 }
 
 // +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
@@ -532,9 +532,9 @@ type InstanceList struct {
 	metav1.TypeMeta `json:",inline"`
 	// Standard list metadata.
 	// +optional
-	metav1.ListMeta `json:"metadata,omitempty"`
+	metav1.ListMeta `json:"metadata,omitempty" protobuf:"bytes,1,opt,name=metadata"`
 	// items is the list of Instances.
-	Items []Instance `json:"items"`
+	Items []Instance `json:"items" protobuf:"bytes,2,rep,name=items"`
 }
 
 // +k8s:conversion-gen:explicit-from=net/url.Values
@@ -548,26 +548,26 @@ type InstanceLogOptions struct {
 	// container to read. Defaults to "main", the Instance's own; "ssh" is
 	// the SSH sidecar of an Instance with spec.ssh.
 	// +optional
-	Container string `json:"container,omitempty"`
+	Container string `json:"container,omitempty" protobuf:"bytes,1,opt,name=container"`
 	// follow streams the log as it grows.
 	// +optional
-	Follow bool `json:"follow,omitempty"`
+	Follow bool `json:"follow,omitempty" protobuf:"varint,2,opt,name=follow"`
 	// previous reads the log of the container's previous run, after a
 	// restart of the container in the same Pod.
 	// +optional
-	Previous bool `json:"previous,omitempty"`
+	Previous bool `json:"previous,omitempty" protobuf:"varint,3,opt,name=previous"`
 	// sinceSeconds reads only lines this recent.
 	// +optional
-	SinceSeconds *int64 `json:"sinceSeconds,omitempty"`
+	SinceSeconds *int64 `json:"sinceSeconds,omitempty" protobuf:"varint,4,opt,name=sinceSeconds"`
 	// timestamps prefixes every line with its RFC3339 time.
 	// +optional
-	Timestamps bool `json:"timestamps,omitempty"`
+	Timestamps bool `json:"timestamps,omitempty" protobuf:"varint,5,opt,name=timestamps"`
 	// tailLines reads this many lines from the end.
 	// +optional
-	TailLines *int64 `json:"tailLines,omitempty"`
+	TailLines *int64 `json:"tailLines,omitempty" protobuf:"varint,6,opt,name=tailLines"`
 	// limitBytes stops after this many bytes.
 	// +optional
-	LimitBytes *int64 `json:"limitBytes,omitempty"`
+	LimitBytes *int64 `json:"limitBytes,omitempty" protobuf:"varint,7,opt,name=limitBytes"`
 }
 
 // +genclient
@@ -579,34 +579,34 @@ type Claim struct {
 	metav1.TypeMeta `json:",inline"`
 	// Standard object metadata.
 	// +optional
-	metav1.ObjectMeta `json:"metadata,omitempty"`
+	metav1.ObjectMeta `json:"metadata,omitempty" protobuf:"bytes,1,opt,name=metadata"`
 
 	// spec is the reservation asked for.
 	// +optional
-	Spec ClaimSpec `json:"spec,omitempty"`
+	Spec ClaimSpec `json:"spec,omitempty" protobuf:"bytes,2,opt,name=spec"`
 	// status is where the reservation stands.
 	// +optional
-	Status ClaimStatus `json:"status,omitempty"`
+	Status ClaimStatus `json:"status,omitempty" protobuf:"bytes,3,opt,name=status"`
 }
 
 // ClaimSpec is a reservation request. Set exactly one of accelerators or
 // partition. Only expireAfter may change after creation.
 type ClaimSpec struct {
 	// type is the name of the InstanceType to reserve from. Cannot be changed.
-	Type string `json:"type"`
+	Type string `json:"type" protobuf:"bytes,1,opt,name=type"`
 	// accelerators is the number of whole cards to hold on one node.
 	// +optional
-	Accelerators *int32 `json:"accelerators,omitempty"`
+	Accelerators *int32 `json:"accelerators,omitempty" protobuf:"varint,2,opt,name=accelerators"`
 	// partition is a partition profile to hold one of, e.g. "3g.40gb".
 	// +optional
-	Partition string `json:"partition,omitempty"`
+	Partition string `json:"partition,omitempty" protobuf:"bytes,3,opt,name=partition"`
 	// nodeName pins the reservation to one node.
 	// +optional
-	NodeName string `json:"nodeName,omitempty"`
+	NodeName string `json:"nodeName,omitempty" protobuf:"bytes,4,opt,name=nodeName"`
 	// expireAfter releases the reservation when no Instance has attached to
 	// it for this long, e.g. "2h". Absent: it is held until deleted.
 	// +optional
-	ExpireAfter *metav1.Duration `json:"expireAfter,omitempty"`
+	ExpireAfter *metav1.Duration `json:"expireAfter,omitempty" protobuf:"bytes,5,opt,name=expireAfter"`
 }
 
 // ClaimPhase is where a Claim is in its life.
@@ -667,28 +667,28 @@ const ClaimPriorityClassName = "kiln-claim"
 type ClaimStatus struct {
 	// phase is Pending, Bound, Attached, Lost or Expired.
 	// +optional
-	Phase ClaimPhase `json:"phase,omitempty"`
+	Phase ClaimPhase `json:"phase,omitempty" protobuf:"bytes,1,opt,name=phase,casttype=ClaimPhase"`
 	// nodeName is the node the devices are held on.
 	// +optional
-	NodeName string `json:"nodeName,omitempty"`
+	NodeName string `json:"nodeName,omitempty" protobuf:"bytes,2,opt,name=nodeName"`
 	// devices held, by device ID.
 	// +optional
 	// +listType=atomic
-	Devices []string `json:"devices,omitempty"`
+	Devices []string `json:"devices,omitempty" protobuf:"bytes,3,rep,name=devices"`
 	// attachedTo is the Instance using the reservation.
 	// +optional
-	AttachedTo string `json:"attachedTo,omitempty"`
+	AttachedTo string `json:"attachedTo,omitempty" protobuf:"bytes,4,opt,name=attachedTo"`
 	// expiresAt is when an unattached reservation lapses.
 	// +optional
-	ExpiresAt *metav1.Time `json:"expiresAt,omitempty"`
+	ExpiresAt *metav1.Time `json:"expiresAt,omitempty" protobuf:"bytes,5,opt,name=expiresAt"`
 	// conditions of the Claim; "Waiting" says why a Pending claim waits.
 	// +optional
 	// +listType=map
 	// +listMapKey=type
-	Conditions []metav1.Condition `json:"conditions,omitempty"`
+	Conditions []metav1.Condition `json:"conditions,omitempty" protobuf:"bytes,6,rep,name=conditions"`
 	// observedGeneration is the generation of the spec this status describes.
 	// +optional
-	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	ObservedGeneration int64 `json:"observedGeneration,omitempty" protobuf:"varint,7,opt,name=observedGeneration"`
 }
 
 // +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
@@ -698,9 +698,9 @@ type ClaimList struct {
 	metav1.TypeMeta `json:",inline"`
 	// Standard list metadata.
 	// +optional
-	metav1.ListMeta `json:"metadata,omitempty"`
+	metav1.ListMeta `json:"metadata,omitempty" protobuf:"bytes,1,opt,name=metadata"`
 	// items is the list of Claims.
-	Items []Claim `json:"items"`
+	Items []Claim `json:"items" protobuf:"bytes,2,rep,name=items"`
 }
 
 // +genclient
@@ -712,14 +712,14 @@ type Budget struct {
 	metav1.TypeMeta `json:",inline"`
 	// Standard object metadata.
 	// +optional
-	metav1.ObjectMeta `json:"metadata,omitempty"`
+	metav1.ObjectMeta `json:"metadata,omitempty" protobuf:"bytes,1,opt,name=metadata"`
 
 	// spec sets the limits.
 	// +optional
-	Spec BudgetSpec `json:"spec,omitempty"`
+	Spec BudgetSpec `json:"spec,omitempty" protobuf:"bytes,2,opt,name=spec"`
 	// status is what is charged against the limits now.
 	// +optional
-	Status BudgetStatus `json:"status,omitempty"`
+	Status BudgetStatus `json:"status,omitempty" protobuf:"bytes,3,opt,name=status"`
 }
 
 // BudgetResourceName is a key of a Budget: "accelerators",
@@ -752,18 +752,18 @@ type BudgetSpec struct {
 	// (ports of Instances, stopped ones too), and
 	// "accelerators.<instancetype>" for one type.
 	// +optional
-	Hard BudgetResourceList `json:"hard,omitempty"`
+	Hard BudgetResourceList `json:"hard,omitempty" protobuf:"bytes,1,rep,name=hard,casttype=BudgetResourceList,castkey=BudgetResourceName"`
 }
 
 // BudgetStatus is what is charged now.
 type BudgetStatus struct {
 	// hard is the limits being enforced.
 	// +optional
-	Hard BudgetResourceList `json:"hard,omitempty"`
+	Hard BudgetResourceList `json:"hard,omitempty" protobuf:"bytes,1,rep,name=hard,casttype=BudgetResourceList,castkey=BudgetResourceName"`
 	// used is what running Instances and held Claims are charged, including
 	// the charges in pending.
 	// +optional
-	Used BudgetResourceList `json:"used,omitempty"`
+	Used BudgetResourceList `json:"used,omitempty" protobuf:"bytes,2,rep,name=used,casttype=BudgetResourceList,castkey=BudgetResourceName"`
 	// pending lists charges admission has made for writes that are not yet
 	// seen stored: a create or start in flight. They are part of used. The
 	// budget reconciler drops each once its object is stored in the charged
@@ -772,27 +772,27 @@ type BudgetStatus struct {
 	// +optional
 	// +listType=map
 	// +listMapKey=uid
-	Pending []BudgetCharge `json:"pending,omitempty"`
+	Pending []BudgetCharge `json:"pending,omitempty" protobuf:"bytes,3,rep,name=pending"`
 }
 
 // BudgetCharge is one admitted charge whose write is in flight.
 type BudgetCharge struct {
 	// kind of the charged object, Instance or Claim.
-	Kind string `json:"kind"`
+	Kind string `json:"kind" protobuf:"bytes,1,opt,name=kind"`
 	// name of the charged object.
-	Name string `json:"name"`
+	Name string `json:"name" protobuf:"bytes,2,opt,name=name"`
 	// uid of the charged object.
-	UID types.UID `json:"uid"`
+	UID types.UID `json:"uid" protobuf:"bytes,3,opt,name=uid,casttype=k8s.io/apimachinery/pkg/types.UID"`
 	// resourceVersion the object had before the charged update; empty for
 	// a create. Once the stored object has another, the update has landed
 	// or lost a conflict, and either way this charge is settled.
 	// +optional
-	ResourceVersion string `json:"resourceVersion,omitempty"`
+	ResourceVersion string `json:"resourceVersion,omitempty" protobuf:"bytes,4,opt,name=resourceVersion"`
 	// charge is the object's whole charge in its new state, by this
 	// Budget's keys.
-	Charge BudgetResourceList `json:"charge"`
+	Charge BudgetResourceList `json:"charge" protobuf:"bytes,5,rep,name=charge,casttype=BudgetResourceList,castkey=BudgetResourceName"`
 	// time the charge was made.
-	Time metav1.Time `json:"time"`
+	Time metav1.Time `json:"time" protobuf:"bytes,6,opt,name=time"`
 }
 
 // +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
@@ -802,9 +802,9 @@ type BudgetList struct {
 	metav1.TypeMeta `json:",inline"`
 	// Standard list metadata.
 	// +optional
-	metav1.ListMeta `json:"metadata,omitempty"`
+	metav1.ListMeta `json:"metadata,omitempty" protobuf:"bytes,1,opt,name=metadata"`
 	// items is the list of Budgets.
-	Items []Budget `json:"items"`
+	Items []Budget `json:"items" protobuf:"bytes,2,rep,name=items"`
 }
 
 // +genclient
@@ -819,11 +819,11 @@ type NodeDevices struct {
 	metav1.TypeMeta `json:",inline"`
 	// Standard object metadata.
 	// +optional
-	metav1.ObjectMeta `json:"metadata,omitempty"`
+	metav1.ObjectMeta `json:"metadata,omitempty" protobuf:"bytes,1,opt,name=metadata"`
 
 	// status is what the node agent sees.
 	// +optional
-	Status NodeDevicesStatus `json:"status,omitempty"`
+	Status NodeDevicesStatus `json:"status,omitempty" protobuf:"bytes,2,opt,name=status"`
 }
 
 // NodeDevicesStatus is a node's devices.
@@ -833,7 +833,7 @@ type NodeDevicesStatus struct {
 	// +optional
 	// +listType=map
 	// +listMapKey=uuid
-	Devices []NodeDevice `json:"devices,omitempty"`
+	Devices []NodeDevice `json:"devices,omitempty" protobuf:"bytes,1,rep,name=devices"`
 }
 
 // DeviceHealth says whether the kubelet may allocate a device.
@@ -849,40 +849,40 @@ const (
 // NodeDevice is one device of a node.
 type NodeDevice struct {
 	// uuid the kubelet allocates the device by: GPU-... or MIG-....
-	UUID string `json:"uuid"`
+	UUID string `json:"uuid" protobuf:"bytes,1,opt,name=uuid"`
 	// resource is the extended resource the device is served under, e.g.
 	// nvidia.com/gpu or nvidia.com/mig-1g.10gb.
-	Resource string `json:"resource"`
+	Resource string `json:"resource" protobuf:"bytes,2,opt,name=resource"`
 	// index of the card on the node; a MIG device has its card's.
 	// +optional
-	Index int32 `json:"index,omitempty"`
+	Index int32 `json:"index,omitempty" protobuf:"varint,3,opt,name=index"`
 	// model of the card, e.g. NVIDIA-H100-80GB-HBM3.
 	// +optional
-	Model string `json:"model,omitempty"`
+	Model string `json:"model,omitempty" protobuf:"bytes,4,opt,name=model"`
 	// memory of the device.
 	// +optional
-	Memory resource.Quantity `json:"memory,omitempty"`
+	Memory resource.Quantity `json:"memory,omitempty" protobuf:"bytes,5,opt,name=memory"`
 	// pciBusID of the card.
 	// +optional
-	PCIBusID string `json:"pciBusID,omitempty"`
+	PCIBusID string `json:"pciBusID,omitempty" protobuf:"bytes,6,opt,name=pciBusID"`
 	// parent is the uuid of the card a MIG device is cut from.
 	// +optional
-	Parent string `json:"parent,omitempty"`
+	Parent string `json:"parent,omitempty" protobuf:"bytes,7,opt,name=parent"`
 	// profile of a MIG device, e.g. 1g.10gb.
 	// +optional
-	Profile string `json:"profile,omitempty"`
+	Profile string `json:"profile,omitempty" protobuf:"bytes,8,opt,name=profile"`
 	// nvLinkPeers are the uuids of the cards this one has an NVLink to.
 	// +optional
 	// +listType=set
-	NVLinkPeers []string `json:"nvLinkPeers,omitempty"`
+	NVLinkPeers []string `json:"nvLinkPeers,omitempty" protobuf:"bytes,9,rep,name=nvLinkPeers"`
 	// health is Healthy or Unhealthy.
-	Health DeviceHealth `json:"health"`
+	Health DeviceHealth `json:"health" protobuf:"bytes,10,opt,name=health,casttype=DeviceHealth"`
 	// reason an Unhealthy device is, e.g. "XID 79".
 	// +optional
-	Reason string `json:"reason,omitempty"`
+	Reason string `json:"reason,omitempty" protobuf:"bytes,11,opt,name=reason"`
 	// holder is what holds the device now; none when it is free.
 	// +optional
-	Holder *DeviceHolder `json:"holder,omitempty"`
+	Holder *DeviceHolder `json:"holder,omitempty" protobuf:"bytes,12,opt,name=holder"`
 }
 
 // DeviceHolderKind is what holds a device.
@@ -900,9 +900,9 @@ const (
 // DeviceHolder is what holds a device, without its name.
 type DeviceHolder struct {
 	// kind is Instance, Claim or Pod.
-	Kind DeviceHolderKind `json:"kind"`
+	Kind DeviceHolderKind `json:"kind" protobuf:"bytes,1,opt,name=kind,casttype=DeviceHolderKind"`
 	// podUID is the Pod the kubelet allocated the device to.
-	PodUID types.UID `json:"podUID"`
+	PodUID types.UID `json:"podUID" protobuf:"bytes,2,opt,name=podUID,casttype=k8s.io/apimachinery/pkg/types.UID"`
 }
 
 // +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
@@ -912,7 +912,7 @@ type NodeDevicesList struct {
 	metav1.TypeMeta `json:",inline"`
 	// Standard list metadata.
 	// +optional
-	metav1.ListMeta `json:"metadata,omitempty"`
+	metav1.ListMeta `json:"metadata,omitempty" protobuf:"bytes,1,opt,name=metadata"`
 	// items is the list of NodeDevices.
-	Items []NodeDevices `json:"items"`
+	Items []NodeDevices `json:"items" protobuf:"bytes,2,rep,name=items"`
 }

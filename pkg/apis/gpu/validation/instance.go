@@ -338,9 +338,9 @@ func validateWorkspace(w *gpu.Workspace, fldPath *field.Path) field.ErrorList {
 	if w.MountPath != "" {
 		allErrs = append(allErrs, validateAbsolutePath(w.MountPath, fldPath.Child("mountPath"))...)
 	}
-	if w.Size != nil {
+	if w.EmptyDirSize != nil {
 		sizePath := fldPath.Child("size")
-		allErrs = append(allErrs, validatePositiveQuantity(*w.Size, sizePath)...)
+		allErrs = append(allErrs, validatePositiveQuantity(*w.EmptyDirSize, sizePath)...)
 		if w.ClaimName != "" {
 			allErrs = append(allErrs, field.Forbidden(sizePath,
 				"may not be set together with claimName; the PersistentVolumeClaim's own size applies, so remove size"))

@@ -41,7 +41,7 @@ func validInstance() *gpu.Instance {
 				{Name: "tensorboard", Port: 6006, Protocol: corev1.ProtocolTCP},
 			},
 			SSH:       &gpu.SSHSpec{AuthorizedKeysSecret: "ssh-keys"},
-			Workspace: &gpu.Workspace{Size: qtyPtr("100Gi")},
+			Workspace: &gpu.Workspace{EmptyDirSize: qtyPtr("100Gi")},
 			Volumes: []gpu.InstanceVolume{
 				{Name: "datasets", MountPath: "/data", ReadOnly: true,
 					PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "imagenet"}},
@@ -272,7 +272,7 @@ func TestValidateInstance(t *testing.T) {
 			want: field.ErrorList{{Type: field.ErrorTypeInvalid, Field: "spec.workspace.mountPath"}}},
 		{name: "workspace mountPath with ..", mutate: func(o *gpu.Instance) { o.Spec.Workspace.MountPath = "/home/../etc" },
 			want: field.ErrorList{{Type: field.ErrorTypeInvalid, Field: "spec.workspace.mountPath"}}},
-		{name: "workspace size zero", mutate: func(o *gpu.Instance) { o.Spec.Workspace.Size = qtyPtr("0") },
+		{name: "workspace size zero", mutate: func(o *gpu.Instance) { o.Spec.Workspace.EmptyDirSize = qtyPtr("0") },
 			want: field.ErrorList{{Type: field.ErrorTypeInvalid, Field: "spec.workspace.size"}}},
 		{name: "workspace size and claimName", mutate: func(o *gpu.Instance) { o.Spec.Workspace.ClaimName = "home" },
 			want: field.ErrorList{{Type: field.ErrorTypeForbidden, Field: "spec.workspace.size"}}},

@@ -30,7 +30,7 @@ type WorkspaceApplyConfiguration struct {
 	// mountPath of the workspace in the container. Defaults to /workspace.
 	MountPath *string `json:"mountPath,omitempty"`
 	// size of an emptyDir workspace, e.g. "100Gi". Not with claimName.
-	Size *resource.Quantity `json:"size,omitempty"`
+	EmptyDirSize *resource.Quantity `json:"size,omitempty"`
 	// claimName of a PersistentVolumeClaim to use as the workspace, so it
 	// survives stops and node changes. Not with size.
 	ClaimName *string `json:"claimName,omitempty"`
@@ -50,11 +50,11 @@ func (b *WorkspaceApplyConfiguration) WithMountPath(value string) *WorkspaceAppl
 	return b
 }
 
-// WithSize sets the Size field in the declarative configuration to the given value
+// WithEmptyDirSize sets the EmptyDirSize field in the declarative configuration to the given value
 // and returns the receiver, so that objects can be built by chaining "With" function invocations.
-// If called multiple times, the Size field is set to the value of the last call.
-func (b *WorkspaceApplyConfiguration) WithSize(value resource.Quantity) *WorkspaceApplyConfiguration {
-	b.Size = &value
+// If called multiple times, the EmptyDirSize field is set to the value of the last call.
+func (b *WorkspaceApplyConfiguration) WithEmptyDirSize(value resource.Quantity) *WorkspaceApplyConfiguration {
+	b.EmptyDirSize = &value
 	return b
 }
 
