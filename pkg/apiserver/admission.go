@@ -8,6 +8,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metainternalversion "k8s.io/apimachinery/pkg/apis/meta/internalversion"
+	"k8s.io/apimachinery/pkg/runtime"
 
 	"k8s.io/apiserver/pkg/admission"
 	genericinit "k8s.io/apiserver/pkg/admission/initializer"
@@ -92,6 +93,10 @@ func newKilnClients(loopback *restclient.Config) (*kilnClients, error) {
 	// Admission charges Budgets under load: do not queue behind a client
 	// rate limit of our own.
 	cfg.QPS, cfg.Burst = -1, -1
+	// The Budget loop's informers decode every write of every Instance and
+	// Claim, and each charge is a status update: protobuf, not JSON.
+	cfg.ContentType = runtime.ContentTypeProtobuf
+	cfg.AcceptContentTypes = runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON
 	client, err := versioned.NewForConfig(cfg)
 	if err != nil {
 		return nil, err

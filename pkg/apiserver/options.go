@@ -74,6 +74,10 @@ func NewOptions(out io.Writer) *Options {
 	// Stored as kube-apiserver stores its own objects; --storage-media-type
 	// can choose JSON or YAML instead.
 	o.RecommendedOptions.Etcd.DefaultStorageMediaType = runtime.ContentTypeProtobuf
+	// kube-apiserver's default: the aggregator multiplexes every tenant's
+	// watches through Kiln onto few HTTP/2 connections, and Go's default of
+	// 250 streams each would open more connections sooner.
+	o.RecommendedOptions.SecureServing.HTTP2MaxStreamsPerConnection = 1000
 	_, _ = o.ComponentGlobalsRegistry.ComponentGlobalsOrRegister(basecompatibility.DefaultKubeComponent,
 		basecompatibility.NewEffectiveVersionFromString(baseversion.DefaultKubeBinaryVersion, "", ""),
 		utilfeature.DefaultMutableFeatureGate)
