@@ -126,8 +126,10 @@ $(BIN)/bench-api: $(GO_SOURCES) $(TEST_SOURCES)
 	cd test && go build -o $(abspath $@) ./cmd/bench-api
 
 bench-api: control-plane build $(BIN)/bench-api $(CONTROLLER_GEN)
+	go test -tags=integration ./pkg/apiserver -run '^$$' -bench BenchmarkAdmissionChain -benchmem > $(OUTPUT)/bench-api-admission.txt
 	$(BIN)/bench-api --dir=$(OUTPUT)/bench-api --bin-dir=$(BIN) --repo-root=. \
-		--controller-gen=$(CONTROLLER_GEN) --docs=docs/benchmarks.md $(BENCH_API_FLAGS)
+		--controller-gen=$(CONTROLLER_GEN) --admission-bench=$(OUTPUT)/bench-api-admission.txt \
+		--docs=docs/benchmarks.md $(BENCH_API_FLAGS)
 
 up: control-plane build $(BIN)/kiln-up
 	$(BIN)/kiln-up --dir=$(LOCAL_DIR) --bin-dir=$(BIN) --repo-root=.

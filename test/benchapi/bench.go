@@ -95,7 +95,9 @@ type Report struct {
 	Etcd    *Sample
 	// ObjectBytes is the size of one object as JSON.
 	ObjectBytes int
-	Took        time.Duration
+	// Admission is BenchmarkAdmissionChain's result, if it was run.
+	Admission []AdmissionRow
+	Took      time.Duration
 }
 
 // Run measures every workload on every path.

@@ -59,6 +59,15 @@ func (r *Report) Markdown(w io.Writer) {
 				x.CutOff, x.FailedToStart, ms(x.Latency.Percentile(50)), ms(x.Latency.Percentile(99)))
 		}
 	}
+	if len(r.Admission) > 0 {
+		fmt.Fprintln(w, "\nKiln's admission chain in-process (`go test -tags=integration ./pkg/apiserver -run '^$' -bench BenchmarkAdmissionChain -benchmem`):")
+		fmt.Fprintln(w, "\n| benchmark | ns/op | p50 ms | p99 ms | B/op | allocs/op |")
+		fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|")
+		for _, a := range r.Admission {
+			fmt.Fprintf(w, "| `%s` | %s | %.3f | %.3f | %s | %.0f |\n", a.Name, thousands(int(a.NsPerOp)), float64(a.P50.Microseconds())/1000,
+				float64(a.P99.Microseconds())/1000, thousands(int(a.BytesPerOp)), a.AllocsPerOp)
+		}
+	}
 	fmt.Fprintln(w, "\nTargets of issue I, read off this run:")
 	fmt.Fprintln(w)
 	for _, t := range r.Targets() {
@@ -124,6 +133,9 @@ func (r *Report) Targets() []string {
 			out = append(out, fmt.Sprintf("%s watchers through the aggregator: p99 %s ms, %d cut off, %d of %d delivered (target p99 ≤ 1 s, none cut off: %s)",
 				thousands(x.Watchers), ms(p99), x.CutOff, x.Delivered, x.Expected, verdict(ok)))
 		}
+	}
+	for _, a := range r.Admission {
+		out = append(out, fmt.Sprintf("admission chain (%s) p99 %.3f ms in-process (target ≤ 1 ms: %s)", a.Name, float64(a.P99.Microseconds())/1000, verdict(a.P99 <= time.Millisecond)))
 	}
 	if row, ok := last("create"); ok && r.Etcd != nil && r.Etcd.Throughput() > 0 {
 		x := row.Samples["aggregated"].Throughput() / r.Etcd.Throughput()

@@ -93,3 +93,19 @@ spec:
 		t.Error("a ConfigMap was taken for a CRD")
 	}
 }
+
+func TestParseAdmission(t *testing.T) {
+	out := `goos: linux
+BenchmarkAdmissionChain/no-budget-2         	   98227	     10233 ns/op	      5829 p50-ns	     38918 p99-ns	    9163 B/op	      75 allocs/op
+BenchmarkAdmissionChain/budget-2            	   24726	     50164 ns/op	     23785 p50-ns	    155631 p99-ns	   25771 B/op	     148 allocs/op
+BenchmarkCreateInstance/budget-2 10 5 ns/op
+ok  	kiln.dev/kiln/pkg/apiserver	6.200s`
+	rows := ParseAdmission(out)
+	if len(rows) != 2 {
+		t.Fatalf("got %d rows, want 2: %+v", len(rows), rows)
+	}
+	want := AdmissionRow{Name: "budget", NsPerOp: 50164, P50: 23785, P99: 155631, BytesPerOp: 25771, AllocsPerOp: 148, Iterations: 24726, GOMAXPROCSTag: "2"}
+	if rows[1] != want {
+		t.Errorf("row = %+v, want %+v", rows[1], want)
+	}
+}

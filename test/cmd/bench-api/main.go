@@ -49,13 +49,14 @@ func main() {
 		workers       = flag.Int("workers", 16, "parallel clients per path")
 		chunks        = flag.Int("chunks", 5, "turns the paths take in each workload")
 		watchers      = flag.String("watchers", "100,1000", "watcher counts")
+		admissionOut  = flag.String("admission-bench", "", "output of `go test -bench BenchmarkAdmissionChain` to include in the report")
 		cpuProfile    = flag.String("cpu-profile", "create", "record the servers' CPU profiles while this workload runs (empty: none)")
 		encoding      = flag.String("kiln-encoding", "auto", "Kiln's request and response encoding: json, protobuf, or auto (protobuf if Kiln serves it)")
 	)
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, *dir, *binDir, *repoRoot, *controllerGen, *docs, ints(*sizes), ints(*watchers), *ops, *lists, *workers, *chunks, *encoding, *cpuProfile); err != nil {
+	if err := run(ctx, *dir, *binDir, *repoRoot, *controllerGen, *docs, ints(*sizes), ints(*watchers), *ops, *lists, *workers, *chunks, *encoding, *cpuProfile, *admissionOut); err != nil {
 		fmt.Fprintln(os.Stderr, "bench-api:", err)
 		os.Exit(1)
 	}
@@ -77,7 +78,7 @@ func ints(s string) []int {
 	return out
 }
 
-func run(ctx context.Context, dir, binDir, repoRoot, controllerGen, docs string, sizes, watchers []int, ops, lists, workers, chunks int, encoding, cpuProfile string) error {
+func run(ctx context.Context, dir, binDir, repoRoot, controllerGen, docs string, sizes, watchers []int, ops, lists, workers, chunks int, encoding, cpuProfile, admissionOut string) error {
 	root, err := filepath.Abs(repoRoot)
 	if err != nil {
 		return err
@@ -175,6 +176,15 @@ func run(ctx context.Context, dir, binDir, repoRoot, controllerGen, docs string,
 	})
 	if err != nil {
 		return err
+	}
+	if admissionOut != "" {
+		b, err := os.ReadFile(admissionOut)
+		if err != nil {
+			return err
+		}
+		if report.Admission = benchapi.ParseAdmission(string(b)); len(report.Admission) == 0 {
+			return fmt.Errorf("no BenchmarkAdmissionChain results in %s", admissionOut)
+		}
 	}
 	var out strings.Builder
 	fmt.Fprintf(&out, "Measured %s on %s, %s (`make bench-api`).\n\n", time.Now().UTC().Format("2006-01-02"), commit(root), machine())
