@@ -8,6 +8,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metainternalversion "k8s.io/apimachinery/pkg/apis/meta/internalversion"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"k8s.io/apiserver/pkg/admission"
@@ -101,7 +102,7 @@ func newKilnClients(loopback *restclient.Config) (*kilnClients, error) {
 	if err != nil {
 		return nil, err
 	}
-	factory := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithTransform(dropManagedFields))
+	factory := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithTransform(slimObject))
 	budgets, err := budgetloop.NewReconciler(client, factory)
 	if err != nil {
 		return nil, err
@@ -109,14 +110,28 @@ func newKilnClients(loopback *restclient.Config) (*kilnClients, error) {
 	return &kilnClients{client: client, informers: factory, budgets: budgets}, nil
 }
 
-// dropManagedFields keeps the informers' copy of every Instance and Claim
-// smaller: nothing in the plugins or the Budget loop reads managedFields,
-// and an update sent from a copy without them leaves the stored ones be.
-func dropManagedFields(obj any) (any, error) {
+// slimObject is the informers' transform. The Budget loop watches
+// Instances and Claims only to learn which namespace to recount (the
+// recount lists them with a consistent read), so those informers keep
+// each object's identity alone rather than a second copy of every
+// Instance beside the watch cache. Other objects lose their managedFields,
+// which nothing here reads; an update sent from such a copy leaves the
+// stored ones be.
+func slimObject(obj any) (any, error) {
+	switch o := obj.(type) {
+	case *v1alpha1.Instance:
+		return &v1alpha1.Instance{ObjectMeta: identity(o.ObjectMeta)}, nil
+	case *v1alpha1.Claim:
+		return &v1alpha1.Claim{ObjectMeta: identity(o.ObjectMeta)}, nil
+	}
 	if m, err := meta.Accessor(obj); err == nil {
 		m.SetManagedFields(nil)
 	}
 	return obj, nil
+}
+
+func identity(m metav1.ObjectMeta) metav1.ObjectMeta {
+	return metav1.ObjectMeta{Name: m.Name, Namespace: m.Namespace, UID: m.UID, ResourceVersion: m.ResourceVersion, Generation: m.Generation}
 }
 
 func (k *kilnClients) initializer() admission.PluginInitializer {

@@ -5,11 +5,16 @@ import (
 	"strings"
 	"testing"
 
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apiserver/pkg/admission/plugin/namespace/lifecycle"
 	genericoptions "k8s.io/apiserver/pkg/server/options"
+	"k8s.io/client-go/tools/cache"
 
 	"kiln.dev/kiln/pkg/admission/budget"
 	"kiln.dev/kiln/pkg/admission/claimattach"
+	"kiln.dev/kiln/pkg/apis/gpu/v1alpha1"
 )
 
 // The cluster chain is NamespaceLifecycle, Kiln's checks, the standard
@@ -37,5 +42,39 @@ func TestAdmissionOrder(t *testing.T) {
 	}
 	if i, j := slices.Index(KilnPlugins, claimattach.PluginName), slices.Index(KilnPlugins, budget.PluginName); i < 0 || j != len(KilnPlugins)-1 || i > j {
 		t.Errorf("KilnPlugins %v: want %s, and %s last", KilnPlugins, claimattach.PluginName, budget.PluginName)
+	}
+}
+
+// The informers behind the plugins and the Budget loop keep an Instance's
+// or a Claim's identity only, and nothing's managedFields.
+func TestSlimObject(t *testing.T) {
+	meta := metav1.ObjectMeta{
+		Name: "nb", Namespace: "team-a", UID: "u1", ResourceVersion: "42", Generation: 3,
+		Labels:        map[string]string{"app": "nb"},
+		ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "kubectl"}},
+	}
+	identity := metav1.ObjectMeta{Name: "nb", Namespace: "team-a", UID: "u1", ResourceVersion: "42", Generation: 3}
+	for _, tc := range []struct {
+		name string
+		in   any
+		want any
+	}{
+		{"instance", &v1alpha1.Instance{ObjectMeta: meta, Spec: v1alpha1.InstanceSpec{Type: "h100", Image: "x"}, Status: v1alpha1.InstanceStatus{Phase: v1alpha1.InstanceReady}},
+			&v1alpha1.Instance{ObjectMeta: identity}},
+		{"claim", &v1alpha1.Claim{ObjectMeta: meta, Spec: v1alpha1.ClaimSpec{Type: "h100"}}, &v1alpha1.Claim{ObjectMeta: identity}},
+		{"budget", &v1alpha1.Budget{ObjectMeta: meta, Spec: v1alpha1.BudgetSpec{Hard: v1alpha1.BudgetResourceList{v1alpha1.BudgetAccelerators: resource.MustParse("4")}}},
+			&v1alpha1.Budget{ObjectMeta: func() metav1.ObjectMeta { m := *meta.DeepCopy(); m.ManagedFields = nil; return m }(),
+				Spec: v1alpha1.BudgetSpec{Hard: v1alpha1.BudgetResourceList{v1alpha1.BudgetAccelerators: resource.MustParse("4")}}}},
+		{"tombstone", cache.DeletedFinalStateUnknown{Key: "team-a/nb"}, cache.DeletedFinalStateUnknown{Key: "team-a/nb"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := slimObject(tc.in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !apiequality.Semantic.DeepEqual(got, tc.want) {
+				t.Errorf("slimObject =\n%#v\nwant\n%#v", got, tc.want)
+			}
+		})
 	}
 }

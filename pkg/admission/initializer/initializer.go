@@ -15,8 +15,10 @@ import (
 	informers "kiln.dev/kiln/pkg/generated/informers/externalversions"
 )
 
-// WantsKilnInformerFactory is implemented by plugins that read InstanceTypes,
-// Budgets, Instances or Claims from informers.
+// WantsKilnInformerFactory is implemented by plugins that read InstanceTypes
+// or Budgets from informers. The server's informers keep only the identity
+// of Instances and Claims (name, namespace, uid, resourceVersion,
+// generation): read those through the client.
 type WantsKilnInformerFactory interface {
 	SetKilnInformerFactory(informers.SharedInformerFactory)
 	admission.InitializationValidator
