@@ -186,7 +186,7 @@ func rate(f float64) string { return thousands(int(f + 0.5)) }
 
 func thousands(n int) string {
 	s := fmt.Sprint(n)
-	if n < 10000 && n > -10000 {
+	if n < 1000 && n > -1000 {
 		return s
 	}
 	var out []byte

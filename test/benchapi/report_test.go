@@ -57,8 +57,10 @@ func TestSample(t *testing.T) {
 	if got := s.CPUPer1000("etcd"); got != 50 {
 		t.Errorf("CPU per 1000 = %v, want 50", got)
 	}
-	if got := thousands(1234567); got != "1,234,567" {
-		t.Errorf("thousands = %q", got)
+	for n, want := range map[int]string{999: "999", 1000: "1,000", 1234567: "1,234,567"} {
+		if got := thousands(n); got != want {
+			t.Errorf("thousands(%d) = %q, want %q", n, got, want)
+		}
 	}
 }
 
