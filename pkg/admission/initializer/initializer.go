@@ -10,7 +10,6 @@ import (
 	"k8s.io/apiserver/pkg/admission"
 
 	"kiln.dev/kiln/pkg/apis/gpu/v1alpha1"
-
 	"kiln.dev/kiln/pkg/generated/clientset/versioned"
 	informers "kiln.dev/kiln/pkg/generated/informers/externalversions"
 )
