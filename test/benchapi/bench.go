@@ -1,6 +1,7 @@
 package benchapi
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -16,6 +17,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
+	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
 
 	gpuv1 "kiln.dev/kiln/pkg/apis/gpu/v1alpha1"
 )
@@ -93,6 +95,8 @@ type Report struct {
 	Stored  map[string]int
 	Watches []WatchRow
 	Etcd    *Sample
+	// EtcdWorkers are the parallel clients of the raw etcd puts.
+	EtcdWorkers int
 	// ObjectBytes is the size of one object as JSON.
 	ObjectBytes int
 	// Admission is BenchmarkAdmissionChain's result, if it was run.
@@ -122,9 +126,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		if err != nil {
 			return nil, fmt.Errorf("etcd put: %w", err)
 		}
-		r.Etcd = &s
+		r.Etcd, r.EtcdWorkers = &s, cfg.Workers
 	}
-	b := &bench{cfg: cfg, decoder: serializer.NewCodecFactory(cfg.Scheme).UniversalDeserializer()}
+	b := &bench{cfg: cfg, decoder: serializer.NewCodecFactory(cfg.Scheme).UniversalDeserializer(), protobuf: protobuf.NewSerializer(cfg.Scheme, cfg.Scheme)}
 	mem, err := b.memory(ctx, 0, "")
 	if err != nil {
 		return nil, err
@@ -228,8 +232,9 @@ func span(from, to, stride int) []int {
 }
 
 type bench struct {
-	cfg     Config
-	decoder runtime.Decoder
+	cfg      Config
+	decoder  runtime.Decoder
+	protobuf runtime.Encoder
 	// conditional says the workload's operations carry the objects'
 	// resourceVersions, read into rvs (by path, then name) before the
 	// clock starts on each chunk.
@@ -385,13 +390,16 @@ func (b *bench) memory(ctx context.Context, objects int, profileDir string) ([]M
 	return rows, nil
 }
 
+// body encodes obj for p: JSON for the CRD, which has nothing else, and
+// p's encoding for Kiln.
 func (b *bench) body(p *Path, obj *gpuv1.Instance) ([]byte, string, error) {
-	enc := p.Encoding
-	if p.Group == CRDGroup {
-		enc = JSON
+	if p.Group == CRDGroup || p.Encoding != Protobuf {
+		body, err := json.Marshal(obj)
+		return body, string(JSON), err
 	}
-	body, err := newEncoder(enc, b.cfg.Scheme).encode(obj)
-	return body, string(enc), err
+	var buf bytes.Buffer
+	err := b.protobuf.Encode(obj, &buf)
+	return buf.Bytes(), string(Protobuf), err
 }
 
 func (b *bench) create(p *Path, i int) (Op, error) {

@@ -6,15 +6,12 @@
 package benchapi
 
 import (
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/url"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
 	"k8s.io/utils/ptr"
 
 	gpuv1 "kiln.dev/kiln/pkg/apis/gpu/v1alpha1"
@@ -97,32 +94,4 @@ func WithStatus(obj *gpuv1.Instance, i int) *gpuv1.Instance {
 		Message: fmt.Sprintf("waiting for a node (%d)", i),
 	}
 	return obj
-}
-
-// encoder turns objects into request bodies of one encoding.
-type encoder struct {
-	enc      Encoding
-	protobuf runtime.Encoder
-}
-
-func newEncoder(enc Encoding, scheme *runtime.Scheme) encoder {
-	return encoder{enc: enc, protobuf: protobuf.NewSerializer(scheme, scheme)}
-}
-
-func (e encoder) encode(obj *gpuv1.Instance) ([]byte, error) {
-	if e.enc == Protobuf {
-		var buf bytesBuffer
-		if err := e.protobuf.Encode(obj, &buf); err != nil {
-			return nil, err
-		}
-		return buf, nil
-	}
-	return json.Marshal(obj)
-}
-
-type bytesBuffer []byte
-
-func (b *bytesBuffer) Write(p []byte) (int, error) {
-	*b = append(*b, p...)
-	return len(p), nil
 }

@@ -33,7 +33,7 @@ func (r *Report) Markdown(w io.Writer) {
 	}
 	if r.Etcd != nil {
 		fmt.Fprintf(w, "\nRaw etcd puts of %d-byte values on the same etcd, %d parallel clients: %d puts, %s/s, p50 %s ms, p99 %s ms, etcd CPU %.3f s / 1k.\n",
-			r.ObjectBytes, 16, r.Etcd.Ops, rate(r.Etcd.Throughput()), ms(r.Etcd.Percentile(50)), ms(r.Etcd.Percentile(99)), r.Etcd.CPUPer1000("etcd"))
+			r.ObjectBytes, r.EtcdWorkers, r.Etcd.Ops, rate(r.Etcd.Throughput()), ms(r.Etcd.Percentile(50)), ms(r.Etcd.Percentile(99)), r.Etcd.CPUPer1000("etcd"))
 	}
 	fmt.Fprintln(w, "\n| server | Instances stored | heap in use MiB | RSS MiB |")
 	fmt.Fprintln(w, "|---|---:|---:|---:|")

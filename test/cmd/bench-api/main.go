@@ -162,7 +162,6 @@ func run(ctx context.Context, dir, binDir, repoRoot, controllerGen, docs string,
 	if err := gpuv1.AddToScheme(scheme); err != nil {
 		return err
 	}
-	metav1.AddToGroupVersion(scheme, gpuv1.SchemeGroupVersion)
 	etcdPID := servers[2].PID
 	report, err := benchapi.Run(ctx, benchapi.Config{
 		Paths: paths, Servers: servers, Scheme: scheme,
@@ -285,7 +284,5 @@ func machine() string {
 			}
 		}
 	}
-	return fmt.Sprintf("%d cores (%s)", runtimeCPUs(), model)
+	return fmt.Sprintf("%d cores (%s)", goruntime.NumCPU(), model)
 }
-
-func runtimeCPUs() int { return goruntime.NumCPU() }
