@@ -52,6 +52,11 @@ func TestGet(t *testing.T) {
 		if row["NAME"] == "notebook" && (row["TYPE"] != "l4" || row["ACCELERATORS"] == "") {
 			t.Errorf("notebook row: %v", row)
 		}
+		// One snapshot of each object: an Instance that has a phase and
+		// is not Ready says why.
+		if reason, ok := row["REASON"]; !ok || (row["PHASE"] != "Ready" && row["PHASE"] != "<none>" && reason == "<none>") {
+			t.Errorf("-o wide row without a REASON for its phase: %v", row)
+		}
 	}
 
 	h100 := mustKubectl(t, admin(), "", "get", "instances", "-n", ns, "--field-selector", "spec.type=h100",

@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 
@@ -23,6 +24,7 @@ var TableConvertor = table.Convertor{
 		table.AgeColumn,
 		{Name: "Ports", Type: "string", Priority: 1, Description: "Ports and the node ports they are published on."},
 		{Name: "IP", Type: "string", Priority: 1, Description: "The Pod IP of the Instance."},
+		{Name: "Reason", Type: "string", Priority: 1, Description: "Why the Instance is not Ready, or why a Ready one is degraded: the reason of its Ready or DeviceHealthy condition."},
 	},
 	Row: func(obj runtime.Object) ([]interface{}, error) {
 		inst, ok := obj.(*gpu.Instance)
@@ -42,8 +44,22 @@ var TableConvertor = table.Convertor{
 			table.Age(inst.CreationTimestamp),
 			ports(inst),
 			ip,
+			table.OrNone(reason(inst)),
 		}, nil
 	},
+}
+
+// reason answers "why is it not Ready" at a glance: the reason of a Ready
+// condition that is not True, else of a DeviceHealthy condition that is
+// False. A Ready, healthy Instance shows none.
+func reason(inst *gpu.Instance) string {
+	if c := meta.FindStatusCondition(inst.Status.Conditions, gpu.InstanceConditionReady); c != nil && c.Status != metav1.ConditionTrue {
+		return c.Reason
+	}
+	if c := meta.FindStatusCondition(inst.Status.Conditions, gpu.InstanceConditionDeviceHealthy); c != nil && c.Status == metav1.ConditionFalse {
+		return c.Reason
+	}
+	return ""
 }
 
 // Share renders what an Instance asks of its type: "2", "25%", "1g.10gb".

@@ -34,7 +34,7 @@ func TestEveryKindPrintsOneCellPerColumn(t *testing.T) {
 				Status: gpu.InstanceStatus{Phase: gpu.InstanceReady, NodeName: "n1", PodIPs: []string{"10.0.0.5"},
 					Ports: []gpu.InstancePortStatus{{Name: "jupyter", Port: 8888, NodePort: 31234}}}},
 			list: &gpu.InstanceList{Items: []gpu.Instance{{ObjectMeta: meta}, {ObjectMeta: meta}}},
-			want: []interface{}{"x", "h100", "2", "Ready", "n1", "0s", "8888:31234/TCP,22/TCP", "10.0.0.5"},
+			want: []interface{}{"x", "h100", "2", "Ready", "n1", "0s", "8888:31234/TCP,22/TCP", "10.0.0.5", "<none>"},
 		},
 		{
 			kind:      "InstanceType",
@@ -91,6 +91,43 @@ func TestEveryKindPrintsOneCellPerColumn(t *testing.T) {
 			}
 			if len(tbl.Rows) != 2 {
 				t.Errorf("%d rows for a list of 2", len(tbl.Rows))
+			}
+		})
+	}
+}
+
+// TestInstanceReason checks the wide REASON column answers "why is it not
+// Ready" from the conditions the controller writes.
+func TestInstanceReason(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		conditions []metav1.Condition
+		want       string
+	}{
+		{name: "no status yet", want: "<none>"},
+		{name: "ready", conditions: []metav1.Condition{{Type: gpu.InstanceConditionReady, Status: metav1.ConditionTrue, Reason: "PodReady"}}, want: "<none>"},
+		{name: "unschedulable", conditions: []metav1.Condition{{Type: gpu.InstanceConditionReady, Status: metav1.ConditionFalse, Reason: "Unschedulable"}}, want: "Unschedulable"},
+		{name: "ready on a failed device", conditions: []metav1.Condition{
+			{Type: gpu.InstanceConditionReady, Status: metav1.ConditionTrue, Reason: "PodReady"},
+			{Type: gpu.InstanceConditionDeviceHealthy, Status: metav1.ConditionFalse, Reason: "DeviceUnhealthy"},
+		}, want: "DeviceUnhealthy"},
+		{name: "not ready wins over the device", conditions: []metav1.Condition{
+			{Type: gpu.InstanceConditionReady, Status: metav1.ConditionFalse, Reason: "ClaimNotAttached"},
+			{Type: gpu.InstanceConditionDeviceHealthy, Status: metav1.ConditionFalse, Reason: "DeviceUnhealthy"},
+		}, want: "ClaimNotAttached"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			inst := &gpu.Instance{ObjectMeta: metav1.ObjectMeta{Name: "x"}, Status: gpu.InstanceStatus{Conditions: tc.conditions}}
+			tbl, err := instance.TableConvertor.ConvertToTable(context.Background(), inst, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			last := len(tbl.ColumnDefinitions) - 1
+			if name := tbl.ColumnDefinitions[last].Name; name != "Reason" {
+				t.Fatalf("last column is %s, want Reason", name)
+			}
+			if got := tbl.Rows[0].Cells[last]; got != tc.want {
+				t.Errorf("Reason = %v, want %v", got, tc.want)
 			}
 		})
 	}
