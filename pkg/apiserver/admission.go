@@ -28,6 +28,7 @@ import (
 	"kiln.dev/kiln/pkg/admission/instanceprivilege"
 	"kiln.dev/kiln/pkg/admission/instancesizing"
 	"kiln.dev/kiln/pkg/admission/instancetypeaccess"
+	"kiln.dev/kiln/pkg/admission/instancetypepool"
 	"kiln.dev/kiln/pkg/admission/kilnfinalizers"
 	"kiln.dev/kiln/pkg/admission/nodedevicesowner"
 	"kiln.dev/kiln/pkg/apis/gpu"
@@ -44,6 +45,7 @@ import (
 var KilnPlugins = []string{
 	instancesizing.PluginName,
 	instancetypeaccess.PluginName,
+	instancetypepool.PluginName,
 	instanceprivilege.PluginName,
 	kilnfinalizers.PluginName,
 	nodedevicesowner.PluginName,
@@ -54,6 +56,7 @@ var KilnPlugins = []string{
 func registerKilnPlugins(plugins *admission.Plugins) {
 	instancesizing.Register(plugins)
 	instancetypeaccess.Register(plugins)
+	instancetypepool.Register(plugins)
 	instanceprivilege.Register(plugins)
 	kilnfinalizers.Register(plugins)
 	nodedevicesowner.Register(plugins)
