@@ -9,7 +9,7 @@ TEST_SOURCES := $(shell find test -name '*.go' 2>/dev/null) test/go.mod test/go.
 # about each of them on every build.
 export CGO_CFLAGS := -O2 -g -Wno-deprecated-declarations
 
-.PHONY: all build control-plane generate verify lint test unit integration e2e bench bench-api up down run clean
+.PHONY: all build control-plane generate verify lint test unit integration fuzz e2e bench bench-api up down run clean
 
 all: build
 
@@ -77,11 +77,29 @@ verify: lint
 lint: $(STATICCHECK)
 	STATICCHECK=$(abspath $(STATICCHECK)) hack/verify-lint.sh
 
-test: verify unit integration e2e
+test: verify unit integration fuzz e2e
 
 # Pure tests: no etcd, no server, no make run.
 unit:
 	go test -count=1 ./...
+
+# Native Go fuzzing of what hostile input reaches first: request bodies
+# through decoding, defaulting and validation; sizing and Budget charges
+# over arbitrary quantities; field and label selectors with table printing.
+# `make unit` runs their seed corpora; this runs each for FUZZTIME more. A
+# failing input is written to the package's testdata/fuzz: commit it as a
+# seed with the fix.
+FUZZTIME ?= 10s
+FUZZ_TARGETS := \
+	./pkg/apis/gpu/install:FuzzDecodeValidate \
+	./pkg/admission/instancesizing:FuzzSizeAndCharge \
+	./pkg/registry/gpu/selection:FuzzSelectAndPrint
+
+fuzz:
+	@set -e; for t in $(FUZZ_TARGETS); do \
+		echo "go test $${t%%:*} -fuzz '^$${t##*:}$$' -fuzztime $(FUZZTIME)"; \
+		go test $${t%%:*} -run '^$$' -fuzz "^$${t##*:}\$$" -fuzztime $(FUZZTIME) -fuzzminimizetime 5s; \
+	done
 
 # Tests tagged "integration" start a real server in-process on an embedded
 # etcd (or run `make run`); these are their packages.

@@ -31,6 +31,7 @@ import (
 	"kiln.dev/kiln/pkg/admission/instancetypepool"
 	"kiln.dev/kiln/pkg/admission/kilnfinalizers"
 	"kiln.dev/kiln/pkg/admission/nodedevicesowner"
+	"kiln.dev/kiln/pkg/admission/quantitybounds"
 	"kiln.dev/kiln/pkg/apis/gpu"
 	"kiln.dev/kiln/pkg/apis/gpu/v1alpha1"
 	"kiln.dev/kiln/pkg/generated/clientset/versioned"
@@ -38,11 +39,13 @@ import (
 	budgetloop "kiln.dev/kiln/pkg/reconcile/budget"
 )
 
-// KilnPlugins are Kiln's admission plugins in chain order. The mutating
-// one runs before the standard mutating plugins, so webhooks see sized
-// Instances; Budget runs last, so nothing refuses a write after it is
-// charged.
+// KilnPlugins are Kiln's admission plugins in chain order. QuantityBounds
+// comes first, so nothing compares a runaway quantity before it is
+// refused; the mutating ones run before the standard mutating plugins, so
+// webhooks see sized Instances; Budget runs last, so nothing refuses a
+// write after it is charged.
 var KilnPlugins = []string{
+	quantitybounds.PluginName,
 	instancesizing.PluginName,
 	instancetypeaccess.PluginName,
 	instancetypepool.PluginName,
@@ -54,6 +57,7 @@ var KilnPlugins = []string{
 }
 
 func registerKilnPlugins(plugins *admission.Plugins) {
+	quantitybounds.Register(plugins)
 	instancesizing.Register(plugins)
 	instancetypeaccess.Register(plugins)
 	instancetypepool.Register(plugins)

@@ -25,6 +25,7 @@ import (
 	"kiln.dev/kiln/pkg/admission/instanceprivilege"
 	"kiln.dev/kiln/pkg/admission/instancesizing"
 	"kiln.dev/kiln/pkg/admission/instancetypeaccess"
+	"kiln.dev/kiln/pkg/admission/quantitybounds"
 	"kiln.dev/kiln/pkg/apis/gpu"
 	gpuv1 "kiln.dev/kiln/pkg/apis/gpu/v1alpha1"
 	"kiln.dev/kiln/pkg/apiserver"
@@ -53,7 +54,7 @@ func BenchmarkAdmissionChain(b *testing.B) {
 	// The simple fake: the field-managed one needs the apply schema.
 	kc := fake.NewSimpleClientset(h100Type, bud)
 	factory := informers.NewSharedInformerFactory(kc, 0)
-	plugins := []admission.Interface{instancesizing.New(), instancetypeaccess.New(), instanceprivilege.New(), claimattach.New(), budgetplugin.New()}
+	plugins := []admission.Interface{quantitybounds.New(), instancesizing.New(), instancetypeaccess.New(), instanceprivilege.New(), claimattach.New(), budgetplugin.New()}
 	initializers := admission.PluginInitializers{
 		genericinit.New(nil, nil, nil, authorizerfactory.NewAlwaysAllowAuthorizer(), nil, nil, nil, nil),
 		// No Budget loop: the Budget is counted already (status.used has

@@ -140,7 +140,11 @@ func ShareOf(req Request, t *v1alpha1.InstanceType) (Share, error) {
 			Memory: *resource.NewQuantity(mem, resource.BinarySI)}, nil
 	case req.Cards != nil:
 		n := int64(*req.Cards)
-		return Share{MilliCards: n * 1000, MemoryMilliCards: n * 1000, Memory: *resource.NewQuantity(n*cardMem, resource.BinarySI)}, nil
+		// Quantity arithmetic turns exact decimal rather than wrap: a type
+		// stored before validation bounded card memory still counts right.
+		mem := *resource.NewQuantity(cardMem, resource.BinarySI)
+		mem.Mul(n)
+		return Share{MilliCards: n * 1000, MemoryMilliCards: n * 1000, Memory: mem}, nil
 	}
 	return Share{}, nil
 }

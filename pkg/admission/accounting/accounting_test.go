@@ -115,6 +115,21 @@ func TestShareOf(t *testing.T) {
 	}
 }
 
+// TestShareOfHugeCardsIsExact: the memory of many cards of a type stored
+// before validation bounded card memory does not wrap around int64 (the
+// fuzzer found 64 cards of 7E counted as about 4.8Ei).
+func TestShareOfHugeCardsIsExact(t *testing.T) {
+	it := h100()
+	it.Spec.Accelerator.Memory = resource.MustParse("7E")
+	got, err := ShareOf(Request{Type: "h100", Cards: ptr.To(int32(64))}, it)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := resource.MustParse("448E"); got.Memory.Cmp(want) != 0 {
+		t.Errorf("64 cards of 7E hold %s, want %s", got.Memory.String(), want.String())
+	}
+}
+
 // The share must not alias the type's partition memory: the Budget plugin
 // sums shares and would otherwise change the cached InstanceType.
 func TestShareOfCopiesPartitionMemory(t *testing.T) {

@@ -23,6 +23,7 @@ import (
 	"kiln.dev/kiln/pkg/admission/instancechange"
 	"kiln.dev/kiln/pkg/apis/gpu"
 	"kiln.dev/kiln/pkg/apis/gpu/v1alpha1"
+	"kiln.dev/kiln/pkg/apis/gpu/validation"
 	"kiln.dev/kiln/pkg/generated/clientset/versioned"
 	informers "kiln.dev/kiln/pkg/generated/informers/externalversions"
 	listers "kiln.dev/kiln/pkg/generated/listers/gpu/v1alpha1"
@@ -179,7 +180,13 @@ func Size(inst, old *gpu.Instance, t *v1alpha1.InstanceType) field.ErrorList {
 			// again for the new share.
 			*cur = nil
 		}
-		if perCard == nil {
+		if *cur != nil && !validation.BoundedQuantity(**cur) {
+			// Validation refuses it with a field error; comparing it
+			// first could take hours.
+			delete(sized, r.name)
+			continue
+		}
+		if perCard == nil || !validation.BoundedQuantity(*perCard) {
 			// The type says nothing; the user's value, if any, stands.
 			delete(sized, r.name)
 			continue

@@ -78,8 +78,11 @@ func validateBudgetResourceList(list gpu.BudgetResourceList, fldPath *field.Path
 			allErrs = append(allErrs, errs...)
 			continue
 		}
-		allErrs = append(allErrs, validateNonnegativeQuantity(q, keyPath)...)
-		if q.Sign() >= 0 && !isWhole(q) {
+		if errs := validateNonnegativeQuantity(q, keyPath); len(errs) > 0 {
+			allErrs = append(allErrs, errs...)
+			continue
+		}
+		if !isWhole(q) {
 			switch gpu.BudgetResourceName(k) {
 			case gpu.BudgetInstances:
 				allErrs = append(allErrs, field.Invalid(keyPath, q.String(), "must be a whole number of Instances, e.g. 4"))

@@ -55,6 +55,8 @@ func TestValidateBudget(t *testing.T) {
 		{name: "per-type key with a too long type", mutate: func(o *gpu.Budget) {
 			o.Spec.Hard[gpu.BudgetResourceName("accelerators."+strings.Repeat("a", 254))] = qty("1")
 		}, want: field.ErrorList{{Type: field.ErrorTypeInvalid, Field: "spec.hard[accelerators." + strings.Repeat("a", 254) + "]"}}},
+		{name: "runaway exponent", mutate: func(o *gpu.Budget) { o.Spec.Hard[gpu.BudgetInstances] = qty("1e2020020020") },
+			want: field.ErrorList{{Type: field.ErrorTypeInvalid, Field: "spec.hard[instances]"}}},
 		{name: "negative values", mutate: func(o *gpu.Budget) {
 			o.Spec.Hard[gpu.BudgetAccelerators] = qty("-1")
 			o.Spec.Hard[gpu.BudgetAcceleratorMemory] = qty("-1Gi")

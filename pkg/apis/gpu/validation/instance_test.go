@@ -243,6 +243,22 @@ func TestValidateInstance(t *testing.T) {
 			{Type: field.ErrorTypeInvalid, Field: "spec.resources.ephemeralStorage"},
 		}},
 
+		// Exponents that would make a comparison run for hours are
+		// refused before anything compares them.
+		{name: "host resources with runaway exponents", mutate: func(o *gpu.Instance) {
+			o.Spec.Resources.CPU = qtyPtr("1e2020020020")
+			o.Spec.Resources.Memory = qtyPtr("0e2147483647")
+			o.Spec.Resources.EphemeralStorage = qtyPtr("12345678901234567890123456789012345678901234567890")
+		}, want: field.ErrorList{
+			{Type: field.ErrorTypeInvalid, Field: "spec.resources.cpu"},
+			{Type: field.ErrorTypeInvalid, Field: "spec.resources.memory"},
+			{Type: field.ErrorTypeInvalid, Field: "spec.resources.ephemeralStorage"},
+		}},
+		{name: "host resources at the bounds of what is compared", mutate: func(o *gpu.Instance) {
+			o.Spec.Resources.CPU = qtyPtr("1e36")
+			o.Spec.Resources.Memory = qtyPtr("1n")
+		}},
+
 		// ports.
 		{name: "port name missing", mutate: func(o *gpu.Instance) { o.Spec.Ports[0].Name = "" },
 			want: field.ErrorList{{Type: field.ErrorTypeRequired, Field: "spec.ports[0].name"}}},

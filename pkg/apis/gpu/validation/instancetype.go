@@ -5,6 +5,7 @@ import (
 	"unicode/utf8"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/api/validate/content"
 	apivalidation "k8s.io/apimachinery/pkg/api/validation"
 	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
@@ -97,6 +98,7 @@ func validateAccelerator(acc *gpu.Accelerator, fldPath *field.Path) field.ErrorL
 		allErrs = append(allErrs, field.Required(memPath, "set the memory of one card, e.g. 80Gi"))
 	} else {
 		allErrs = append(allErrs, validatePositiveQuantity(acc.Memory, memPath)...)
+		allErrs = append(allErrs, validateQuantityAtMost(acc.Memory, maxCardMemory, memPath)...)
 	}
 
 	allErrs = append(allErrs, validateInRange(int64(acc.MaxPerInstance), 1, maxAccelerators, fldPath.Child("maxPerInstance"))...)
@@ -133,7 +135,9 @@ func validateAccelerator(acc *gpu.Accelerator, fldPath *field.Path) field.ErrorL
 			allErrs = append(allErrs, field.Required(memPath, "set the memory of one partition, e.g. 10Gi"))
 		case p.Memory.Sign() < 0:
 			allErrs = append(allErrs, validatePositiveQuantity(p.Memory, memPath)...)
-		case acc.Memory.Sign() > 0 && p.Memory.Cmp(acc.Memory) > 0:
+		case !BoundedQuantity(p.Memory):
+			allErrs = append(allErrs, ValidateBoundedQuantity(p.Memory, memPath)...)
+		case acc.Memory.Sign() > 0 && BoundedQuantity(acc.Memory) && p.Memory.Cmp(acc.Memory) > 0:
 			allErrs = append(allErrs, field.Invalid(memPath, p.Memory.String(),
 				fmt.Sprintf("must not exceed the card's memory (%s)", acc.Memory.String())))
 		}
@@ -145,9 +149,20 @@ func validateAccelerator(acc *gpu.Accelerator, fldPath *field.Path) field.ErrorL
 
 func validateHostResources(r *gpu.HostResources, fldPath *field.Path) field.ErrorList {
 	var allErrs field.ErrorList
-	allErrs = append(allErrs, validateOptionalPositiveQuantity(r.CPU, fldPath.Child("cpu"))...)
-	allErrs = append(allErrs, validateOptionalPositiveQuantity(r.Memory, fldPath.Child("memory"))...)
-	allErrs = append(allErrs, validateOptionalPositiveQuantity(r.EphemeralStorage, fldPath.Child("ephemeralStorage"))...)
+	for _, q := range []struct {
+		name  string
+		value *resource.Quantity
+		limit string
+	}{
+		{"cpu", r.CPU, maxHostCPUPerCard},
+		{"memory", r.Memory, maxHostBytesPerCard},
+		{"ephemeralStorage", r.EphemeralStorage, maxHostBytesPerCard},
+	} {
+		allErrs = append(allErrs, validateOptionalPositiveQuantity(q.value, fldPath.Child(q.name))...)
+		if q.value != nil {
+			allErrs = append(allErrs, validateQuantityAtMost(*q.value, q.limit, fldPath.Child(q.name))...)
+		}
+	}
 	return allErrs
 }
 

@@ -97,6 +97,21 @@ func TestValidateInstanceType(t *testing.T) {
 			}
 		}},
 		{name: "maxPerInstance at the limit", mutate: func(o *gpu.InstanceType) { o.Spec.Accelerator.MaxPerInstance = 64 }},
+		{name: "quantities at their bounds", mutate: func(o *gpu.InstanceType) {
+			o.Spec.Accelerator.Memory = qty("1Pi")
+			o.Spec.ResourcesPerCard = gpu.HostResources{CPU: ptr.To(qty("10000")), Memory: ptr.To(qty("64Ti")), EphemeralStorage: ptr.To(qty("64Ti"))}
+		}},
+		// Past the bounds: typos that would wrap around when 64 cards
+		// are counted.
+		{name: "card memory of 7 exabytes", mutate: func(o *gpu.InstanceType) { o.Spec.Accelerator.Memory = qty("7E") },
+			want: field.ErrorList{{Type: field.ErrorTypeInvalid, Field: "spec.accelerator.memory"}}},
+		{name: "host quantities per card past their bounds", mutate: func(o *gpu.InstanceType) {
+			o.Spec.ResourcesPerCard = gpu.HostResources{CPU: ptr.To(qty("10001")), Memory: ptr.To(qty("1e308")), EphemeralStorage: ptr.To(qty("65Ti"))}
+		}, want: field.ErrorList{
+			{Type: field.ErrorTypeInvalid, Field: "spec.resourcesPerCard.cpu"},
+			{Type: field.ErrorTypeInvalid, Field: "spec.resourcesPerCard.memory"},
+			{Type: field.ErrorTypeInvalid, Field: "spec.resourcesPerCard.ephemeralStorage"},
+		}},
 		{name: "displayName of 256 multi-byte characters", mutate: func(o *gpu.InstanceType) {
 			o.Spec.DisplayName = strings.Repeat("é", 256)
 		}},

@@ -23,6 +23,14 @@ const (
 	// no node holds more, and a typo like 800 should fail here rather than
 	// leave a Pod pending forever.
 	maxAccelerators = 64
+	// maxCardMemory, maxHostCPUPerCard and maxHostBytesPerCard bound the
+	// quantities of an InstanceType far above any real card or host, so
+	// that a typo like 80Ei fails here and maxAccelerators cards of the
+	// type are still counted exactly in int64 (bytes, and milli-units
+	// when sizing).
+	maxCardMemory       = "1Pi"
+	maxHostCPUPerCard   = "10000"
+	maxHostBytesPerCard = "64Ti"
 	// maxProfileNameLength is the length of a label value: profile names
 	// end up in node labels and resource names.
 	maxProfileNameLength = 63
@@ -96,16 +104,56 @@ func validateRequiredResourceName(name, example string, fldPath *field.Path) fie
 	return validateQualifiedName(name, fldPath)
 }
 
+// BoundedQuantity says whether Kiln may do arithmetic on q: its digits fit
+// 128 bits and its decimal exponent is between -18 and 36, as any quantity
+// written like 8, 500m, 1.5, 64Gi or 2E is. A quantity such as 1e2020020020
+// parses at once, but comparing it with another makes inf.Dec write the
+// whole gap between their exponents out in digits: one request could hold
+// a CPU for hours. Every check that compares or adds a quantity from a
+// request asks this first. It calls nothing that aligns scales.
+func BoundedQuantity(q resource.Quantity) bool {
+	d := q.AsDec()
+	return d.UnscaledBig().BitLen() <= 128 && d.Scale() >= -36 && d.Scale() <= 18
+}
+
+// ValidateBoundedQuantity refuses a quantity BoundedQuantity does not
+// accept, without printing it: its canonical form is as costly as the
+// comparison.
+func ValidateBoundedQuantity(q resource.Quantity, fldPath *field.Path) field.ErrorList {
+	if BoundedQuantity(q) {
+		return nil
+	}
+	return field.ErrorList{field.Invalid(fldPath, field.OmitValueType{},
+		"must be a quantity of at most 38 digits with an exponent from -18 to 36, such as 8, 500m, 64Gi or 2E")}
+}
+
 // validatePositiveQuantity checks a quantity that must be greater than zero.
 func validatePositiveQuantity(q resource.Quantity, fldPath *field.Path) field.ErrorList {
+	if errs := ValidateBoundedQuantity(q, fldPath); len(errs) > 0 {
+		return errs
+	}
 	if q.Sign() <= 0 {
 		return field.ErrorList{field.Invalid(fldPath, q.String(), "must be greater than 0")}
 	}
 	return nil
 }
 
+// validateQuantityAtMost checks a quantity against a bound.
+func validateQuantityAtMost(q resource.Quantity, limit string, fldPath *field.Path) field.ErrorList {
+	if !BoundedQuantity(q) {
+		return nil // validatePositiveQuantity or its kin says so
+	}
+	if q.Cmp(resource.MustParse(limit)) > 0 {
+		return field.ErrorList{field.Invalid(fldPath, q.String(), "must be at most "+limit)}
+	}
+	return nil
+}
+
 // validateNonnegativeQuantity checks a quantity that must not be negative.
 func validateNonnegativeQuantity(q resource.Quantity, fldPath *field.Path) field.ErrorList {
+	if errs := ValidateBoundedQuantity(q, fldPath); len(errs) > 0 {
+		return errs
+	}
 	if q.Sign() < 0 {
 		return field.ErrorList{field.Invalid(fldPath, q.String(), "must be greater than or equal to 0")}
 	}
