@@ -92,13 +92,15 @@ Kiln is up (%s). Try, from the repository root:
   %s get apiservice v1alpha1.gpu.kiln.dev
   %s apply -f artifacts/examples/instancetypes.yaml
   %s --kubeconfig=%s apply -f artifacts/examples/instances.yaml
+  %s apply -f artifacts/examples/claim-and-budget.yaml
   %s --kubeconfig=%s get gpu
 
 Tenants: %s and %s (edit in their own namespace).
 Component logs: %s
-Stop with Ctrl-C or `+"`make down`"+`.
+Stop with Ctrl-C or `+"`make down`"+`; the next `+"`make up`"+` resumes this cluster,
+`+"`make up FRESH=1`"+` starts a new one.
 `, time.Since(start).Round(time.Second), rel(c.AdminKubeconfig), kubectl, kubectl,
-		kubectl, rel(c.KubeconfigFor("tenant-a")), kubectl, rel(c.KubeconfigFor("tenant-a")),
+		kubectl, rel(c.KubeconfigFor("tenant-a")), kubectl, kubectl, rel(c.KubeconfigFor("tenant-a")),
 		rel(c.KubeconfigFor("tenant-a")), rel(c.KubeconfigFor("tenant-b")), rel(filepath.Join(dir, "logs")))
 
 	ticker := time.NewTicker(2 * time.Second)
