@@ -9,7 +9,7 @@ TEST_SOURCES := $(shell find test -name '*.go' 2>/dev/null) test/go.mod test/go.
 # about each of them on every build.
 export CGO_CFLAGS := -O2 -g -Wno-deprecated-declarations
 
-.PHONY: all build control-plane generate verify lint test unit integration fuzz e2e bench bench-api up down run clean
+.PHONY: all build control-plane generate verify lint test unit integration fuzz e2e bench bench-api up down clean-local run clean
 
 all: build
 
@@ -114,9 +114,11 @@ e2e: control-plane build $(BIN)/kiln-up
 	cd test && go test -count=1 -timeout=40m ./...
 
 # A local control plane with Kiln in it, until Ctrl-C or `make down`.
-# State (wiped on every start) is in LOCAL_DIR; the launcher's PID in
-# LOCAL_DIR.pid.
+# State is in LOCAL_DIR, and the next `make up` resumes it with its objects;
+# FRESH=1 (or `make clean-local` first) discards it. The launcher's PID is
+# in LOCAL_DIR.pid.
 LOCAL_DIR := $(OUTPUT)/local
+FRESH ?=
 
 # Create-to-Ready of 200 and 1,000 Instances next to bare Pod+Service
 # creates, and 100 Claims to Bound with Instances on them next to Instances
@@ -150,7 +152,7 @@ bench-api: control-plane build $(BIN)/bench-api $(CONTROLLER_GEN)
 		--docs=docs/benchmarks.md $(BENCH_API_FLAGS)
 
 up: control-plane build $(BIN)/kiln-up
-	$(BIN)/kiln-up --dir=$(LOCAL_DIR) --bin-dir=$(BIN) --repo-root=.
+	$(BIN)/kiln-up --dir=$(LOCAL_DIR) --bin-dir=$(BIN) --repo-root=. $(if $(FRESH),--fresh)
 
 # Signals the launcher `make up` started, by the PID it recorded; the
 # launcher then stops the components it started, and nothing else.
@@ -161,6 +163,13 @@ down:
 	kill -TERM $$pid; \
 	while kill -0 $$pid 2>/dev/null; do sleep 0.5; done; \
 	echo "make down: stopped the local cluster (PID $$pid)"
+
+# Discards the local cluster's state, so the next `make up` starts anew;
+# refused while that cluster runs.
+clean-local:
+	@pid=$$(cat $(LOCAL_DIR).pid 2>/dev/null) && [ "$$(ps -p $$pid -o comm= 2>/dev/null)" = "kiln-up" ] && { \
+		echo "make clean-local: the local cluster is running (PID $$pid); stop it with make down first"; exit 1; }; \
+	rm -rf $(LOCAL_DIR) $(LOCAL_DIR).pid; echo "make clean-local: removed $(LOCAL_DIR)"
 
 # RUN_FLAGS adds server flags, e.g. RUN_FLAGS=--secure-port=9443.
 run: build

@@ -31,6 +31,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/wait"
+	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -42,8 +43,14 @@ import (
 // Options says where things are and what to create.
 type Options struct {
 	// Dir holds the PKI, etcd data, kubeconfigs and component logs. It is
-	// wiped first: every start is a fresh cluster.
+	// wiped first, unless Resume is set.
 	Dir string
+	// Resume starts the cluster whose state is in Dir again, with its
+	// certificates, service-account key, ports and etcd data, so its
+	// objects are still there and kubeconfigs written before still work.
+	// A missing or empty Dir starts a new cluster; a Dir holding anything
+	// else fails with ErrCannotResume rather than guess.
+	Resume bool
 	// BinDir holds the binaries `make control-plane build` produced.
 	BinDir string
 	// RepoRoot is where artifacts/ is read from.
@@ -63,11 +70,16 @@ type Options struct {
 	// APIServerFlags and KilnFlags are added last to kube-apiserver's and
 	// kiln-apiserver's command lines, so they override the defaults here.
 	APIServerFlags, KilnFlags []string
+	// PersistentVolumes are created as the admin, or kept if they exist:
+	// the local cluster has no provisioner.
+	PersistentVolumes []*corev1.PersistentVolume
 }
 
 // Cluster is a running local control plane.
 type Cluster struct {
 	Dir string
+	// Resumed says Start found a cluster in Dir and started it again.
+	Resumed bool
 	// AdminKubeconfig is a cluster admin's (system:masters).
 	AdminKubeconfig string
 	// AdminConfig is the same admin for client-go.
@@ -108,14 +120,6 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 	if opts.Nodes == nil {
 		opts.Nodes = DefaultInventory()
 	}
-	if err := os.RemoveAll(opts.Dir); err != nil {
-		return nil, err
-	}
-	for _, d := range []string{"pki", "logs", "etcd"} {
-		if err := os.MkdirAll(filepath.Join(opts.Dir, d), 0o700); err != nil {
-			return nil, err
-		}
-	}
 	c := &Cluster{
 		Dir:             opts.Dir,
 		AdminKubeconfig: filepath.Join(opts.Dir, "kubeconfig"),
@@ -123,20 +127,25 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 		opts:            opts,
 		log:             opts.Log,
 	}
+	for _, bin := range []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok", "kiln-apiserver", "kiln-controller", "kubectl"} {
+		if _, err := os.Stat(filepath.Join(opts.BinDir, bin)); err != nil {
+			return nil, fmt.Errorf("%s is missing from %s; build it with `make control-plane build`", bin, opts.BinDir)
+		}
+	}
+	if err := c.prepareDir(); err != nil {
+		return nil, err
+	}
+	for _, d := range []string{"pki", "logs", "etcd"} {
+		if err := os.MkdirAll(filepath.Join(opts.Dir, d), 0o700); err != nil {
+			return nil, err
+		}
+	}
 	defer func() {
 		if err != nil {
 			c.Stop()
 			err = fmt.Errorf("%w (component logs in %s)", err, filepath.Join(opts.Dir, "logs"))
 		}
 	}()
-	for _, bin := range []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok", "kiln-apiserver", "kiln-controller", "kubectl"} {
-		if _, err := os.Stat(filepath.Join(opts.BinDir, bin)); err != nil {
-			return nil, fmt.Errorf("%s is missing from %s; build it with `make control-plane build`", bin, opts.BinDir)
-		}
-	}
-	if c.ports, err = freePorts(); err != nil {
-		return nil, err
-	}
 	steps := []struct {
 		name string
 		run  func(context.Context) error
@@ -151,6 +160,7 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 		{"kiln-apiserver", c.startKiln},
 		{"APIService v1alpha1.gpu.kiln.dev", c.registerAPIService},
 		{"tenants", c.createTenants},
+		{"persistent volumes", c.createVolumes},
 		{"kiln-controller", c.startController},
 		{"node agents of the GPU nodes", c.startNodeAgents},
 	}
@@ -163,6 +173,11 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 			return nil, fmt.Errorf("%s: %w", s.name, err)
 		}
 		fmt.Fprintf(c.log, "  %-42s ready in %s\n", s.name, time.Since(start).Round(100*time.Millisecond))
+	}
+	if !c.Resumed {
+		if err := c.saveState(); err != nil {
+			return nil, err
+		}
 	}
 	return c, nil
 }
@@ -233,21 +248,50 @@ func (c *Cluster) start(name string, args ...string) error {
 // writePKI creates the three CAs a cluster with an aggregated API has: the
 // cluster CA (serving and client certificates of kube-apiserver), the
 // front-proxy CA (the aggregator's client certificate) and Kiln's serving CA
-// (the APIService caBundle), plus the service-account signing key.
+// (the APIService caBundle), plus the service-account signing key. A
+// resumed cluster reads them back instead. Leaf certificates are signed
+// anew on every start, so a resumed cluster never runs on expired ones;
+// those signed before stay valid, as their CAs are the same.
 func (c *Cluster) writePKI(context.Context) error {
 	dir := c.pkiDir()
-	var err error
-	if c.pki.ca, err = newAuthority(dir, "ca"); err != nil {
-		return err
-	}
-	if c.pki.frontProxy, err = newAuthority(dir, "front-proxy-ca"); err != nil {
-		return err
-	}
-	if c.pki.kiln, err = newAuthority(dir, "kiln-ca"); err != nil {
-		return err
+	if c.Resumed {
+		if err := c.readAuthorities(); err != nil {
+			return fmt.Errorf("%w in %s: %v", ErrCannotResume, c.Dir, err)
+		}
+	} else {
+		var err error
+		if c.pki.ca, err = newAuthority(dir, "ca"); err != nil {
+			return err
+		}
+		if c.pki.frontProxy, err = newAuthority(dir, "front-proxy-ca"); err != nil {
+			return err
+		}
+		if c.pki.kiln, err = newAuthority(dir, "kiln-ca"); err != nil {
+			return err
+		}
+		if err := writeServiceAccountKey(dir); err != nil {
+			return err
+		}
 	}
 	c.KilnCAFile = c.pki.kiln.CertFile
+	var err error
 	c.FrontProxyClient, err = c.pki.frontProxy.client(dir, "front-proxy-client", "front-proxy-client")
+	return err
+}
+
+func (c *Cluster) readAuthorities() error {
+	dir := c.pkiDir()
+	var err error
+	if c.pki.ca, err = loadAuthority(dir, "ca"); err != nil {
+		return err
+	}
+	if c.pki.frontProxy, err = loadAuthority(dir, "front-proxy-ca"); err != nil {
+		return err
+	}
+	if c.pki.kiln, err = loadAuthority(dir, "kiln-ca"); err != nil {
+		return err
+	}
+	_, err = os.Stat(filepath.Join(dir, serviceAccountKeyFile))
 	return err
 }
 
@@ -275,10 +319,8 @@ func (c *Cluster) startAPIServer(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	saKey, err := serviceAccountKey(dir)
-	if err != nil {
-		return err
-	}
+	// Tokens signed before a resume stay valid: the key is the same.
+	saKey := filepath.Join(dir, serviceAccountKeyFile)
 	admin, err := c.pki.ca.client(dir, "admin", "kiln-admin", "system:masters")
 	if err != nil {
 		return err
@@ -356,7 +398,7 @@ func (c *Cluster) startControllerManager(ctx context.Context) error {
 		// lifecycle stays on, since it lifts the not-ready taint of new Nodes.
 		"--controllers=*,-nodeipam,-ttl",
 		"--use-service-account-credentials=true",
-		"--service-account-private-key-file="+filepath.Join(c.pkiDir(), "sa.key"),
+		"--service-account-private-key-file="+filepath.Join(c.pkiDir(), serviceAccountKeyFile),
 		"--root-ca-file="+c.pki.ca.CertFile,
 		"--cluster-signing-cert-file="+c.pki.ca.CertFile,
 		"--cluster-signing-key-file="+filepath.Join(c.pkiDir(), "ca.key"),
@@ -402,8 +444,9 @@ func (c *Cluster) startKwok(ctx context.Context) error {
 		podfast.DefaultPodDelete,
 	}, "\n---\n")
 	// Every container's log is this file, so a log read through Kiln has
-	// something to show; follow streams what is appended to it.
-	if err := os.WriteFile(c.ContainerLogFile(), []byte(criLogLine("container started")), 0o644); err != nil {
+	// something to show; follow streams what is appended to it. A resumed
+	// cluster keeps what it had.
+	if err := writeNewFile(c.ContainerLogFile(), []byte(criLogLine("container started"))); err != nil {
 		return err
 	}
 	stages += fmt.Sprintf(`
@@ -442,8 +485,10 @@ spec:
 	if err != nil {
 		return err
 	}
+	// A resumed cluster's Nodes are there already; kwok takes them over
+	// by their annotation.
 	for _, n := range c.opts.Nodes {
-		if _, err := c.kube.CoreV1().Nodes().Create(ctx, n.Node(), metav1.CreateOptions{}); err != nil {
+		if _, err := c.kube.CoreV1().Nodes().Create(ctx, n.Node(), metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 			return err
 		}
 	}
@@ -559,18 +604,15 @@ func (c *Cluster) serviceAccountKubeconfig(ctx context.Context, account string) 
 // loopback address, but the aggregator dials an ExternalName as given and
 // verifies the certificate against the Service's DNS name.
 func (c *Cluster) registerAPIService(ctx context.Context) error {
-	svc := &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Name: kilnService, Namespace: kilnNamespace},
-		Spec: corev1.ServiceSpec{
-			Type:         corev1.ServiceTypeExternalName,
-			ExternalName: "127.0.0.1",
-			// The port of artifacts/deploy/apiserver.yaml's Service, so the
-			// kustomization still applies over this one; the aggregator dials
-			// the APIService's port, which is where Kiln listens.
-			Ports: []corev1.ServicePort{{Name: "https", Port: 443, TargetPort: intstr.FromInt32(int32(c.ports.kiln))}},
-		},
-	}
-	if _, err := c.kube.CoreV1().Services(kilnNamespace).Create(ctx, svc, metav1.CreateOptions{}); err != nil {
+	svc := corev1ac.Service(kilnService, kilnNamespace).WithSpec(corev1ac.ServiceSpec().
+		WithType(corev1.ServiceTypeExternalName).
+		WithExternalName("127.0.0.1").
+		// The port of artifacts/deploy/apiserver.yaml's Service, so the
+		// kustomization still applies over this one; the aggregator dials
+		// the APIService's port, which is where Kiln listens.
+		WithPorts(corev1ac.ServicePort().WithName("https").WithPort(443).WithTargetPort(intstr.FromInt32(int32(c.ports.kiln)))))
+	// Applied, as a resumed cluster has it already.
+	if _, err := c.kube.CoreV1().Services(kilnNamespace).Apply(ctx, svc, metav1.ApplyOptions{FieldManager: fieldManager, Force: true}); err != nil {
 		return err
 	}
 	objs, err := readManifests(filepath.Join(c.opts.RepoRoot, "artifacts", "apiservice.yaml"))
@@ -637,7 +679,7 @@ func (c *Cluster) createTenants(ctx context.Context) error {
 			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "edit"},
 			Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: t}},
 		}
-		if _, err := c.kube.RbacV1().RoleBindings(t).Create(ctx, rb, metav1.CreateOptions{}); err != nil {
+		if _, err := c.kube.RbacV1().RoleBindings(t).Create(ctx, rb, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 			return err
 		}
 		cert, err := c.pki.ca.client(c.pkiDir(), t, t)

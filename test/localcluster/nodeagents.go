@@ -2,6 +2,7 @@ package localcluster
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -133,7 +134,12 @@ func (c *Cluster) startNodeAgents(ctx context.Context) error {
 		if !n.GPU {
 			continue
 		}
-		if err := writeYAML(c.InventoryFile(n.Name), n.Inventory()); err != nil {
+		// A resumed cluster keeps its inventory, failed devices and all.
+		if _, err := os.Stat(c.InventoryFile(n.Name)); errors.Is(err, os.ErrNotExist) {
+			if err := writeYAML(c.InventoryFile(n.Name), n.Inventory()); err != nil {
+				return err
+			}
+		} else if err != nil {
 			return err
 		}
 		p, err := startProcess(c.logDir(), "node-agent-"+n.Name, c.bin("kiln-controller"),

@@ -19,8 +19,8 @@ import (
 	"k8s.io/client-go/util/keyutil"
 )
 
-// certValidity outlives any local session; the PKI is regenerated on every
-// start anyway.
+// certValidity outlives any local session; leaf certificates are signed
+// anew on every start, resumed or not.
 const certValidity = 30 * 24 * time.Hour
 
 // authority is a CA whose certificate and key are on disk, so that the
@@ -49,6 +49,25 @@ func newAuthority(dir, name string) (*authority, error) {
 	if err := writePair(dir, name, cert, key); err != nil {
 		return nil, err
 	}
+	return ca, nil
+}
+
+// loadAuthority reads back a CA newAuthority wrote, for a resumed cluster.
+func loadAuthority(dir, name string) (*authority, error) {
+	ca := &authority{CertFile: filepath.Join(dir, name+".crt")}
+	certs, err := certutil.CertsFromFile(ca.CertFile)
+	if err != nil {
+		return nil, fmt.Errorf("reading CA %s: %w", name, err)
+	}
+	key, err := keyutil.PrivateKeyFromFile(filepath.Join(dir, name+".key"))
+	if err != nil {
+		return nil, fmt.Errorf("reading CA %s: %w", name, err)
+	}
+	signer, ok := key.(crypto.Signer)
+	if !ok {
+		return nil, fmt.Errorf("CA %s: the key in %s cannot sign", name, filepath.Join(dir, name+".key"))
+	}
+	ca.cert, ca.key = certs[0], signer
 	return ca, nil
 }
 
@@ -113,17 +132,18 @@ func writePair(dir, name string, cert *x509.Certificate, key crypto.Signer) erro
 	return os.WriteFile(filepath.Join(dir, name+".key"), keyPEM, 0o600)
 }
 
-// serviceAccountKey writes the RSA key that signs service-account tokens.
+// serviceAccountKeyFile is the RSA key that signs service-account tokens.
 // kube-apiserver verifies with the same file: it derives the public key.
-func serviceAccountKey(dir string) (string, error) {
+const serviceAccountKeyFile = "sa.key"
+
+func writeServiceAccountKey(dir string) error {
 	key, err := rsa.GenerateKey(rand.Reader, 2048)
 	if err != nil {
-		return "", err
+		return err
 	}
 	keyPEM, err := keyutil.MarshalPrivateKeyToPEM(key)
 	if err != nil {
-		return "", err
+		return err
 	}
-	file := filepath.Join(dir, "sa.key")
-	return file, os.WriteFile(file, keyPEM, 0o600)
+	return os.WriteFile(filepath.Join(dir, serviceAccountKeyFile), keyPEM, 0o600)
 }

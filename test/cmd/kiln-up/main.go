@@ -1,10 +1,12 @@
 // Command kiln-up runs the local control plane with Kiln registered in it
 // until interrupted (Ctrl-C, SIGTERM, or `make down`). It is what `make up`
-// runs.
+// runs. It resumes the cluster it ran last from --dir, objects and all;
+// --fresh (`make up FRESH=1`) discards that and starts a new one.
 package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -15,21 +17,27 @@ import (
 	"syscall"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+
 	"kiln.dev/kiln/test/localcluster"
 )
 
 func main() {
-	dir := flag.String("dir", "_output/local", "directory for the cluster's state, kubeconfigs and logs; wiped on start")
+	dir := flag.String("dir", "_output/local", "directory for the cluster's state, kubeconfigs and logs; the cluster there is resumed")
 	binDir := flag.String("bin-dir", "_output/bin", "directory holding the control-plane and Kiln binaries")
 	root := flag.String("repo-root", ".", "repository root, for artifacts/")
+	fresh := flag.Bool("fresh", false, "discard the cluster in --dir and start a new one")
 	flag.Parse()
-	if err := run(*dir, *binDir, *root); err != nil {
+	if err := run(*dir, *binDir, *root, *fresh); err != nil {
 		fmt.Fprintln(os.Stderr, "kiln-up:", err)
+		if errors.Is(err, localcluster.ErrCannotResume) {
+			fmt.Fprintln(os.Stderr, "kiln-up: `make up FRESH=1` (kiln-up --fresh) discards it and starts a new cluster")
+		}
 		os.Exit(1)
 	}
 }
 
-func run(dir, binDir, root string) error {
+func run(dir, binDir, root string, fresh bool) error {
 	abs := func(p string) string {
 		a, err := filepath.Abs(p)
 		if err != nil {
@@ -45,7 +53,7 @@ func run(dir, binDir, root string) error {
 	// stops only what it started.
 	pidFile := filepath.Join(filepath.Dir(dir), filepath.Base(dir)+".pid")
 	if pid, ok := runningLauncher(pidFile); ok {
-		// Starting would wipe the state of the cluster that one runs.
+		// Two launchers on one state would corrupt it.
 		return fmt.Errorf("a local cluster is already running from %s (PID %d); stop it with `make down` first", dir, pid)
 	}
 	if err := os.WriteFile(pidFile, []byte(strconv.Itoa(os.Getpid())+"\n"), 0o644); err != nil {
@@ -53,23 +61,29 @@ func run(dir, binDir, root string) error {
 	}
 	defer os.Remove(pidFile)
 
-	fmt.Println("Starting the local control plane on 127.0.0.1:")
+	rel := func(p string) string {
+		if r, err := filepath.Rel(root, p); err == nil {
+			return r
+		}
+		return p
+	}
+	fmt.Printf("Starting the local control plane on 127.0.0.1 from %s:\n", rel(dir))
 	start := time.Now()
 	c, err := localcluster.Start(ctx, localcluster.Options{
 		Dir: dir, BinDir: binDir, RepoRoot: root,
+		Resume:  !fresh,
 		Tenants: []string{"tenant-a", "tenant-b"},
-		Log:     os.Stdout,
+		// What the claim of artifacts/examples/instances.yaml binds to.
+		PersistentVolumes: []*corev1.PersistentVolume{localcluster.ModelsVolume("tenant-a")},
+		Log:               os.Stdout,
 	})
 	if err != nil {
 		return err
 	}
 	defer c.Stop()
 	kubectl, _ := filepath.Rel(root, c.Kubectl)
-	rel := func(p string) string {
-		if r, err := filepath.Rel(root, p); err == nil {
-			return r
-		}
-		return p
+	if c.Resumed {
+		fmt.Println("\nResumed the cluster of the last `make up`, with its objects; `make up FRESH=1` starts a new one.")
 	}
 	fmt.Printf(`
 Kiln is up (%s). Try, from the repository root:
@@ -78,13 +92,15 @@ Kiln is up (%s). Try, from the repository root:
   %s get apiservice v1alpha1.gpu.kiln.dev
   %s apply -f artifacts/examples/instancetypes.yaml
   %s --kubeconfig=%s apply -f artifacts/examples/instances.yaml
+  %s apply -f artifacts/examples/claim-and-budget.yaml
   %s --kubeconfig=%s get gpu
 
 Tenants: %s and %s (edit in their own namespace).
 Component logs: %s
-Stop with Ctrl-C or `+"`make down`"+`.
+Stop with Ctrl-C or `+"`make down`"+`; the next `+"`make up`"+` resumes this cluster,
+`+"`make up FRESH=1`"+` starts a new one.
 `, time.Since(start).Round(time.Second), rel(c.AdminKubeconfig), kubectl, kubectl,
-		kubectl, rel(c.KubeconfigFor("tenant-a")), kubectl, rel(c.KubeconfigFor("tenant-a")),
+		kubectl, rel(c.KubeconfigFor("tenant-a")), kubectl, kubectl, rel(c.KubeconfigFor("tenant-a")),
 		rel(c.KubeconfigFor("tenant-a")), rel(c.KubeconfigFor("tenant-b")), rel(filepath.Join(dir, "logs")))
 
 	ticker := time.NewTicker(2 * time.Second)
