@@ -115,8 +115,8 @@ e2e: control-plane build $(BIN)/kiln-up
 
 # A local control plane with Kiln in it, until Ctrl-C or `make down`.
 # State is in LOCAL_DIR, and the next `make up` resumes it with its objects;
-# FRESH=1 (or `make clean-local` first) discards it. The launcher's PID is
-# in LOCAL_DIR.pid.
+# FRESH=1 (or `make clean-local` first) discards it; FRESH=0 does not.
+# The launcher's PID is in LOCAL_DIR.pid.
 LOCAL_DIR := $(OUTPUT)/local
 FRESH ?=
 
@@ -152,7 +152,7 @@ bench-api: control-plane build $(BIN)/bench-api $(CONTROLLER_GEN)
 		--docs=docs/benchmarks.md $(BENCH_API_FLAGS)
 
 up: control-plane build $(BIN)/kiln-up
-	$(BIN)/kiln-up --dir=$(LOCAL_DIR) --bin-dir=$(BIN) --repo-root=. $(if $(FRESH),--fresh)
+	$(BIN)/kiln-up --dir=$(LOCAL_DIR) --bin-dir=$(BIN) --repo-root=. $(if $(filter 1 true yes,$(FRESH)),--fresh)
 
 # Signals the launcher `make up` started, by the PID it recorded; the
 # launcher then stops the components it started, and nothing else.
