@@ -18,6 +18,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"sync"
 	"strings"
 	"time"
 
@@ -94,8 +95,10 @@ type Cluster struct {
 	// Kubectl is the kubectl binary built with the control plane.
 	Kubectl string
 
-	opts  Options
-	log   io.Writer
+	opts Options
+	log  io.Writer
+	// mu guards procs: Supervise replaces the ones it restarts.
+	mu    sync.Mutex
 	procs []*process
 	// kube and apply act as the admin, once kube-apiserver serves.
 	kube  kubernetes.Interface
@@ -184,6 +187,8 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 
 // Stop ends every component the launcher started, newest first.
 func (c *Cluster) Stop() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	for i := len(c.procs) - 1; i >= 0; i-- {
 		if err := c.procs[i].stop(15 * time.Second); err != nil {
 			fmt.Fprintf(c.log, "stopping %s: %v\n", c.procs[i].name, err)
@@ -194,6 +199,8 @@ func (c *Cluster) Stop() {
 
 // Alive reports the first component that has exited.
 func (c *Cluster) Alive() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	for _, p := range c.procs {
 		if err := p.exited(); err != nil {
 			return err
@@ -205,6 +212,8 @@ func (c *Cluster) Alive() error {
 // PID is the process ID of a component the launcher started, by its name
 // (etcd, kube-apiserver, kiln-apiserver, ...).
 func (c *Cluster) PID(name string) (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	for _, p := range c.procs {
 		if p.name == name {
 			return p.cmd.Process.Pid, nil
@@ -241,7 +250,9 @@ func (c *Cluster) start(name string, args ...string) error {
 	if err != nil {
 		return err
 	}
+	c.mu.Lock()
 	c.procs = append(c.procs, p)
+	c.mu.Unlock()
 	return nil
 }
 

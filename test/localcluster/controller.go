@@ -52,6 +52,8 @@ func (c *Cluster) ControllerMetricsURL() string {
 // KillController ends kiln-controller with SIGKILL, as a crash or an OOM
 // kill would: no cleanup, no Lease release.
 func (c *Cluster) KillController() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	i := slices.IndexFunc(c.procs, func(p *process) bool { return p.name == "kiln-controller" })
 	if i < 0 {
 		return fmt.Errorf("kiln-controller is not running")

@@ -147,7 +147,9 @@ func (c *Cluster) startNodeAgents(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
+		c.mu.Lock()
 		c.procs = append(c.procs, p)
+		c.mu.Unlock()
 		nodes = append(nodes, n.Name)
 	}
 	kiln, err := versioned.NewForConfig(c.AdminConfig)

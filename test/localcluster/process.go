@@ -3,9 +3,11 @@ package localcluster
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -18,6 +20,15 @@ type process struct {
 	logFile string
 	done    chan struct{}
 	err     error
+	// What it was started with, to start it again the same way.
+	binary, logDir string
+	args           []string
+	started        time.Time
+	// exitedAt is when the supervisor saw it gone; restarts counts how
+	// often it was started again, failures how often in a row it ran for
+	// less than stableRun, which sets the backoff.
+	exitedAt           time.Time
+	restarts, failures int
 }
 
 func startProcess(logDir, name, binary string, args ...string) (*process, error) {
@@ -39,7 +50,8 @@ func startProcess(logDir, name, binary string, args ...string) (*process, error)
 		log.Close()
 		return nil, fmt.Errorf("starting %s: %w", name, err)
 	}
-	p := &process{name: name, cmd: cmd, logFile: logFile, done: make(chan struct{})}
+	p := &process{name: name, cmd: cmd, logFile: logFile, done: make(chan struct{}),
+		binary: binary, logDir: logDir, args: args, started: time.Now()}
 	go func() {
 		p.err = cmd.Wait()
 		log.Close()
@@ -78,4 +90,37 @@ func (p *process) stop(grace time.Duration) error {
 	}
 	<-p.done
 	return nil
+}
+
+// restart starts the process again with the same binary, arguments and log.
+func (p *process) restart() (*process, error) {
+	n, err := startProcess(p.logDir, p.name, p.binary, p.args...)
+	if err != nil {
+		return nil, err
+	}
+	n.restarts = p.restarts + 1
+	n.failures = p.failures
+	return n, nil
+}
+
+// lastLogLine is the last non-empty line the process logged, which
+// usually says why it exited.
+func (p *process) lastLogLine() string {
+	f, err := os.Open(p.logFile)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	const tail = 4096
+	if st, err := f.Stat(); err == nil && st.Size() > tail {
+		if _, err := f.Seek(-tail, io.SeekEnd); err != nil {
+			return ""
+		}
+	}
+	b, err := io.ReadAll(f)
+	if err != nil {
+		return ""
+	}
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	return strings.TrimSpace(lines[len(lines)-1])
 }

@@ -1,6 +1,6 @@
 // Command kiln-up runs the local control plane with Kiln registered in it
-// until interrupted (Ctrl-C, SIGTERM, or `make down`). It is what `make up`
-// runs. It resumes the cluster it ran last from --dir, objects and all;
+// until interrupted (Ctrl-C, SIGTERM, or `make down`), restarting any
+// component that exits. It is what `make up` runs. It resumes the cluster it ran last from --dir, objects and all;
 // --fresh (`make up FRESH=1`) discards that and starts a new one.
 package main
 
@@ -103,19 +103,11 @@ Stop with Ctrl-C or `+"`make down`"+`; the next `+"`make up`"+` resumes this clu
 		kubectl, rel(c.KubeconfigFor("tenant-a")), kubectl, kubectl, rel(c.KubeconfigFor("tenant-a")),
 		rel(c.KubeconfigFor("tenant-a")), rel(c.KubeconfigFor("tenant-b")), rel(filepath.Join(dir, "logs")))
 
-	ticker := time.NewTicker(2 * time.Second)
-	defer ticker.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			fmt.Println("\nStopping the local control plane.")
-			return nil
-		case <-ticker.C:
-			if err := c.Alive(); err != nil {
-				return err
-			}
-		}
-	}
+	// A component that exits is started again; only Ctrl-C or make down
+	// ends the cluster, and its objects stay on disk either way.
+	c.Supervise(ctx)
+	fmt.Println("\nStopping the local control plane.")
+	return nil
 }
 
 // runningLauncher reads a PID file and says whether that PID is a live

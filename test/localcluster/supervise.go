@@ -1,0 +1,77 @@
+package localcluster
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+const (
+	// A component that ran this long before exiting is restarted at once;
+	// one that keeps exiting sooner waits longer each time, up to
+	// maxBackoff, so a broken one does not spin.
+	stableRun      = time.Minute
+	initialBackoff = time.Second
+	maxBackoff     = 30 * time.Second
+)
+
+// Supervise keeps every component running until ctx ends: one that exits,
+// whatever the reason, is logged with its exit status and the last line
+// of its log, and started again with the same arguments after a backoff.
+// The local cluster's state is on disk, so a restarted etcd, kube-apiserver
+// or Kiln carries on where it was. Only the end of ctx (Ctrl-C, make down)
+// stops supervising; Stop then ends the components.
+func (c *Cluster) Supervise(ctx context.Context) {
+	ticker := time.NewTicker(250 * time.Millisecond)
+	defer ticker.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-ticker.C:
+		}
+		c.mu.Lock()
+		for i, p := range c.procs {
+			if p.exited() == nil {
+				continue
+			}
+			now := time.Now()
+			if p.exitedAt.IsZero() {
+				p.exitedAt = now
+				ran := now.Sub(p.started)
+				if ran >= stableRun {
+					p.failures = 0
+				} else {
+					p.failures++
+				}
+				fmt.Fprintf(c.log, "supervisor: %s (PID %d) exited after %s: %v; last log line: %q; restarting in %s (log %s)\n",
+					p.name, p.cmd.Process.Pid, ran.Round(time.Second), p.err, p.lastLogLine(), backoff(p.failures), p.logFile)
+			}
+			if now.Sub(p.exitedAt) < backoff(p.failures) {
+				continue
+			}
+			n, err := p.restart()
+			if err != nil {
+				fmt.Fprintf(c.log, "supervisor: starting %s again: %v; trying again in %s\n", p.name, err, backoff(p.failures))
+				p.exitedAt = now
+				continue
+			}
+			c.procs[i] = n
+			fmt.Fprintf(c.log, "supervisor: %s restarted as PID %d (restart %d)\n", n.name, n.cmd.Process.Pid, n.restarts)
+		}
+		c.mu.Unlock()
+	}
+}
+
+// backoff is the wait before a restart after failures quick exits in a row:
+// none after a component that had run a while.
+func backoff(failures int) time.Duration {
+	if failures == 0 {
+		return 0
+	}
+	d := initialBackoff
+	for i := 1; i < failures && d < maxBackoff; i++ {
+		d *= 2
+	}
+	return min(d, maxBackoff)
+}
