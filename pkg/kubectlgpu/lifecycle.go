@@ -9,11 +9,8 @@ import (
 	"github.com/spf13/cobra"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
-	"k8s.io/client-go/tools/cache"
-	watchtools "k8s.io/client-go/tools/watch"
 
 	"kiln.dev/kiln/pkg/apis/gpu/v1alpha1"
 	"kiln.dev/kiln/pkg/generated/clientset/versioned/scheme"
@@ -33,24 +30,25 @@ func newLifecycleCommand(o *Options, verb string) *cobra.Command {
 	l := &lifecycle{Options: o, verb: verb, timeout: 5 * time.Minute,
 		print: genericclioptions.NewPrintFlags(past).WithTypeSetter(scheme.Scheme)}
 	target := map[string]string{"start": "Ready", "stop": "Stopped"}[verb]
+	title := map[string]string{"start": "Start", "stop": "Stop"}[verb]
 	cmd := &cobra.Command{
 		Use:   verb + " NAME...",
-		Short: fmt.Sprintf("%s Instances through instances/%s", map[string]string{"start": "Start", "stop": "Stop"}[verb], verb),
+		Short: fmt.Sprintf("%s Instances through instances/%s", title, verb),
 		Long: fmt.Sprintf(`%s the named Instances through the instances/%s subresource, which sets
 spec.stopped and needs the create verb on instances/%s (the edit role has it).
 %s
 With --wait, watch each Instance until it is %s, printing a line on stderr
 each time its phase or message changes, for at most --timeout.`,
-			map[string]string{"start": "Start", "stop": "Stop"}[verb], verb, verb,
+			title, verb, verb,
 			map[string]string{
 				"start": "A start is admitted as a new start: it is sized again, checked against its\nInstanceType (Hold, Drain) and charged to the namespace's Budgets, which\ncan refuse it; kubectl gpu why NAME says why.\n",
 				"stop":  "A stop deletes the Instance's Pod and releases its cards; its Service, node\nports and workspace stay.\n",
 			}[verb], target),
-		Example: fmt.Sprintf(`  # %[1]s one Instance
+		Example: fmt.Sprintf(`  # %[3]s one Instance
   kubectl gpu %[1]s notebook
 
-  # %[1]s two, and wait until both are %[2]s
-  kubectl gpu %[1]s notebook trainer --wait --timeout=2m`, verb, target),
+  # %[3]s two, and wait until both are %[2]s
+  kubectl gpu %[1]s notebook trainer --wait --timeout=2m`, verb, target, title),
 		Args:              cobra.MinimumNArgs(1),
 		ValidArgsFunction: completeInstances(o),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -101,61 +99,105 @@ func (l *lifecycle) run(ctx context.Context, names []string) error {
 }
 
 // waitFor watches the Instance until its status describes the generation
-// the start or stop wrote, in the phase it asked for.
+// the start or stop wrote, in the phase it asked for. A watch that ends is
+// begun again from a fresh read.
 func (l *lifecycle) waitFor(ctx context.Context, c *Clients, inst *v1alpha1.Instance) error {
-	ns, name, generation := inst.Namespace, inst.Name, inst.Generation
-	want := v1alpha1.InstanceReady
-	if l.verb == "stop" {
-		want = v1alpha1.InstanceStopped
-	}
+	ns, name := inst.Namespace, inst.Name
 	if l.timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, l.timeout)
 		defer cancel()
 	}
+	w := &waiter{lifecycle: l, generation: inst.Generation, want: v1alpha1.InstanceReady}
+	if l.verb == "stop" {
+		w.want = v1alpha1.InstanceStopped
+	}
 	instances := c.Kiln.GpuV1alpha1().Instances(ns)
 	selector := fields.OneTermEqualSelector("metadata.name", name).String()
-	lw := &cache.ListWatch{
-		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
-			opts.FieldSelector = selector
-			return instances.List(ctx, opts)
-		},
-		WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
-			opts.FieldSelector = selector
-			return instances.Watch(ctx, opts)
-		},
+	for {
+		cur, err := instances.Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			if ctx.Err() != nil {
+				return w.timedOut(ns, name)
+			}
+			return explain(err, "instance", name, ns)
+		}
+		if done, err := w.observe(cur); done || err != nil {
+			return err
+		}
+		watcher, err := instances.Watch(ctx, metav1.ListOptions{FieldSelector: selector, ResourceVersion: cur.ResourceVersion})
+		if err != nil {
+			if ctx.Err() != nil {
+				return w.timedOut(ns, name)
+			}
+			return fmt.Errorf("watching instance %q in namespace %q: %w", name, ns, err)
+		}
+		done, err := w.drain(ctx, watcher)
+		watcher.Stop()
+		switch {
+		case done || err != nil:
+			return err
+		case ctx.Err() != nil:
+			return w.timedOut(ns, name)
+		}
 	}
-	var last *v1alpha1.Instance
-	progress := ""
-	_, err := watchtools.UntilWithSync(ctx, lw, &v1alpha1.Instance{}, nil, func(ev watch.Event) (bool, error) {
-		cur, ok := ev.Object.(*v1alpha1.Instance)
-		if !ok || cur.Name != name {
+}
+
+// waiter is the state of one wait.
+type waiter struct {
+	*lifecycle
+	generation int64
+	want       v1alpha1.InstancePhase
+	last       *v1alpha1.Instance
+	progress   string
+}
+
+// drain reads the watch until the wait is over, or the watch or context ends.
+func (w *waiter) drain(ctx context.Context, watcher watch.Interface) (bool, error) {
+	for {
+		select {
+		case <-ctx.Done():
 			return false, nil
+		case ev, ok := <-watcher.ResultChan():
+			if !ok || ev.Type == watch.Error {
+				return false, nil
+			}
+			cur, isInstance := ev.Object.(*v1alpha1.Instance)
+			if !isInstance {
+				continue
+			}
+			if ev.Type == watch.Deleted {
+				return false, fmt.Errorf("instance %q in namespace %q was deleted while waiting for it to be %s", cur.Name, cur.Namespace, w.want)
+			}
+			if done, err := w.observe(cur); done || err != nil {
+				return done, err
+			}
 		}
-		if ev.Type == watch.Deleted {
-			return false, fmt.Errorf("instance %q in namespace %q was deleted while waiting for it to be %s", name, ns, want)
-		}
-		last = cur
-		if line := phaseLine(cur); line != progress {
-			progress = line
-			fmt.Fprintf(l.IO.ErrOut, "instance/%s: %s\n", name, line)
-		}
-		if cur.Status.ObservedGeneration < generation {
-			return false, nil
-		}
-		if cur.Status.Phase == v1alpha1.InstanceFailed && want == v1alpha1.InstanceReady {
-			return false, fmt.Errorf("instance %q in namespace %q failed: %s; kubectl gpu why %s -n %s says more", name, ns, cur.Status.Message, name, ns)
-		}
-		return cur.Status.Phase == want, nil
-	})
-	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, watchtools.ErrWatchClosed) {
-		state := "no status yet"
-		if last != nil {
-			state = phaseLine(last)
-		}
-		return fmt.Errorf("instance %q in namespace %q is not %s after %s (%s); kubectl gpu why %s -n %s says why", name, ns, want, l.timeout, state, name, ns)
 	}
-	return err
+}
+
+// observe prints a progress line on a change and says whether the wait is over.
+func (w *waiter) observe(cur *v1alpha1.Instance) (bool, error) {
+	w.last = cur
+	if line := phaseLine(cur); line != w.progress {
+		w.progress = line
+		fmt.Fprintf(w.IO.ErrOut, "instance/%s: %s\n", cur.Name, line)
+	}
+	if cur.Status.ObservedGeneration < w.generation {
+		return false, nil
+	}
+	if cur.Status.Phase == v1alpha1.InstanceFailed && w.want == v1alpha1.InstanceReady {
+		return false, fmt.Errorf("instance %q in namespace %q failed: %s; kubectl gpu why %s -n %s says more", cur.Name, cur.Namespace, cur.Status.Message, cur.Name, cur.Namespace)
+	}
+	return cur.Status.Phase == w.want, nil
+}
+
+func (w *waiter) timedOut(ns, name string) error {
+	state := "no status yet"
+	if w.last != nil {
+		state = phaseLine(w.last)
+	}
+	return fmt.Errorf("instance %q in namespace %q is not %s after %s (%s); kubectl gpu why %s -n %s says why", name, ns, w.want, w.timeout, state, name, ns)
 }
 
 // phaseLine is an Instance's phase and message, as a progress line.
