@@ -272,9 +272,9 @@ func capacityLines(ctx context.Context, c *Clients, ns, typ string) []string {
 
 func typeLine(t *v1alpha1.InstanceType) string {
 	capy := t.Status.Capacity
-	s := fmt.Sprintf("instancetype/%s (%s): %d of %d cards free on %d nodes", t.Name, orUnknown(string(t.Status.Phase)), capy.FreeCards, capy.Cards, capy.Nodes)
+	s := fmt.Sprintf("instancetype/%s (%s): %d of %d cards free on %s", t.Name, orUnknown(string(t.Status.Phase)), capy.FreeCards, capy.Cards, nodes(capy.Nodes))
 	if t.Spec.Accelerator == nil {
-		s = fmt.Sprintf("instancetype/%s (%s): CPU only, %d nodes", t.Name, orUnknown(string(t.Status.Phase)), capy.Nodes)
+		s = fmt.Sprintf("instancetype/%s (%s): CPU only, %s", t.Name, orUnknown(string(t.Status.Phase)), nodes(capy.Nodes))
 	}
 	var parts []string
 	for _, p := range capy.Partitions {
@@ -290,6 +290,13 @@ func typeLine(t *v1alpha1.InstanceType) string {
 		s += "; Draining: no new starts, running Instances are stopped"
 	}
 	return s
+}
+
+func nodes(n int32) string {
+	if n == 1 {
+		return "1 node"
+	}
+	return fmt.Sprintf("%d nodes", n)
 }
 
 func orUnknown(s string) string {
