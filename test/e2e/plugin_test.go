@@ -55,8 +55,10 @@ func pluginCommand(ctx context.Context, t *testing.T, kubeconfig string, args ..
 	if _, err := os.Stat(filepath.Join(bin, "kubectl-gpu")); err != nil {
 		t.Fatalf("%v: run make build first (make e2e does)", err)
 	}
-	cmd := exec.CommandContext(ctx, cluster.Kubectl, append([]string{"--kubeconfig=" + kubeconfig, "gpu"}, args...)...)
-	cmd.Env = append(os.Environ(), "PATH="+bin+string(os.PathListSeparator)+os.Getenv("PATH"))
+	// kubectl takes no flags before a plugin's name: the kubeconfig comes
+	// from the environment, as a user's would.
+	cmd := exec.CommandContext(ctx, cluster.Kubectl, append([]string{"gpu"}, args...)...)
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig, "PATH="+bin+string(os.PathListSeparator)+os.Getenv("PATH"))
 	return cmd
 }
 
@@ -268,6 +270,7 @@ func TestPluginCapacityAndWhy(t *testing.T) {
 	})
 	t.Run("why pending for cards", func(t *testing.T) {
 		out := mustKubectlGPU(t, kc, "why", "over", "-n", ns)
+		t.Logf("kubectl gpu why over:\n%s", out)
 		for _, want := range []string{"instance/over is Pending", "scheduler (pod/over Unschedulable):", "Insufficient nvidia.com/gpu",
 			"instancetype/plugin-gpu (Active): 0 of 8 cards free on 1 node"} {
 			if !strings.Contains(out, want) {
@@ -287,6 +290,7 @@ func TestPluginCapacityAndWhy(t *testing.T) {
 			return i.Status.Phase == gpuv1.InstancePending && i.Status.ObservedGeneration == i.Generation
 		})
 		out := mustKubectlGPU(t, kc, "why", "on-claim", "-n", ns)
+		t.Logf("kubectl gpu why on-claim:\n%s", out)
 		if !strings.Contains(out, "claim/reserve is Pending, waiting (Capacity):") {
 			t.Errorf("why on-claim lacks the Claim's Waiting reason:\n%s", out)
 		}
@@ -303,6 +307,8 @@ func TestPluginCapacityAndWhy(t *testing.T) {
 			t.Errorf("start parked: %v, want refused with %q", err, refusal)
 		}
 		out := mustKubectlGPU(t, kc, "why", "parked", "-n", ns)
+		t.Logf("kubectl gpu why parked:\n%s", out)
+		t.Logf("kubectl gpu capacity:\n%s", mustKubectlGPU(t, kc, "capacity", "-n", ns))
 		for _, want := range []string{"instance/parked is stopped", "a start would be refused: ", refusal,
 			fmt.Sprintf("budget/team: %s 10 of 10 used, 0 left", key)} {
 			if !strings.Contains(out, want) {
