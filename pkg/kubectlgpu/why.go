@@ -99,16 +99,28 @@ func whyInstance(ctx context.Context, c *Clients, ns, name string) ([]string, er
 	if inst.Spec.Stopped {
 		return whyStopped(ctx, c, inst), nil
 	}
-	lines := []string{fmt.Sprintf("instance/%s is %s", name, phaseLine(inst))}
+	// The details say where the Instance's message comes from; a message
+	// a detail repeats is not printed twice.
+	var details []string
+	repeated := false
+	if src, msg := schedulerReason(ctx, c, inst); msg != "" {
+		details = append(details, fmt.Sprintf("scheduler (%s): %s", src, msg))
+		repeated = strings.Contains(inst.Status.Message, msg)
+	}
+	if inst.Spec.ClaimName != "" {
+		line, waiting := claimLine(ctx, c, ns, inst.Spec.ClaimName)
+		details = append(details, line)
+		repeated = repeated || waiting != "" && strings.Contains(inst.Status.Message, waiting)
+	}
+	head := phaseLine(inst)
+	if repeated {
+		head = string(inst.Status.Phase)
+	}
+	lines := []string{fmt.Sprintf("instance/%s is %s", name, head)}
 	if inst.Status.ObservedGeneration < inst.Generation {
 		lines = append(lines, "the controller has not acted on the latest change yet")
 	}
-	if l := schedulerReason(ctx, c, inst); l != "" {
-		lines = append(lines, l)
-	}
-	if inst.Spec.ClaimName != "" {
-		lines = append(lines, claimLine(ctx, c, ns, inst.Spec.ClaimName))
-	}
+	lines = append(lines, details...)
 	if inst.Status.Phase == v1alpha1.InstanceFailed {
 		lines = append(lines, warnings(ctx, c, ns, "Instance", name)...)
 	}
@@ -134,26 +146,27 @@ func whyStopped(ctx context.Context, c *Clients, inst *v1alpha1.Instance) []stri
 }
 
 // schedulerReason is why the scheduler has not placed the Instance's Pod,
-// from the Pod's PodScheduled condition or its last FailedScheduling
-// event. Empty when the Pod is placed, absent, not the Instance's, or not
-// readable by this user (the Instance's message then carries it).
-func schedulerReason(ctx context.Context, c *Clients, inst *v1alpha1.Instance) string {
+// and where that was read: the Pod's PodScheduled condition or its last
+// FailedScheduling event. Empty when the Pod is placed, absent, not the
+// Instance's, or not readable by this user (the Instance's message then
+// carries the reason).
+func schedulerReason(ctx context.Context, c *Clients, inst *v1alpha1.Instance) (string, string) {
 	pod, err := c.Kube.CoreV1().Pods(inst.Namespace).Get(ctx, inst.Name, metav1.GetOptions{})
 	if err != nil || !metav1.IsControlledBy(pod, inst) {
-		return ""
+		return "", ""
 	}
 	for _, cond := range pod.Status.Conditions {
 		if cond.Type == corev1.PodScheduled && cond.Status != corev1.ConditionTrue && cond.Message != "" {
-			return fmt.Sprintf("scheduler (pod/%s %s): %s", pod.Name, cond.Reason, cond.Message)
+			return fmt.Sprintf("pod/%s %s", pod.Name, cond.Reason), cond.Message
 		}
 	}
 	if pod.Spec.NodeName != "" {
-		return ""
+		return "", ""
 	}
 	if ev := lastEvent(ctx, c, inst.Namespace, "Pod", pod.Name, "FailedScheduling"); ev != nil {
-		return fmt.Sprintf("scheduler (pod/%s FailedScheduling): %s", pod.Name, ev.Message)
+		return fmt.Sprintf("pod/%s FailedScheduling", pod.Name), ev.Message
 	}
-	return ""
+	return "", ""
 }
 
 // events lists the events of one object, newest last.
@@ -205,13 +218,14 @@ func warnings(ctx context.Context, c *Clients, ns, kind, name string) []string {
 	return out
 }
 
-// claimLine is where the Claim an Instance runs on stands.
-func claimLine(ctx context.Context, c *Clients, ns, name string) string {
+// claimLine is where the Claim an Instance runs on stands, and the
+// message of its Waiting condition.
+func claimLine(ctx context.Context, c *Clients, ns, name string) (string, string) {
 	cl, err := c.Kiln.GpuV1alpha1().Claims(ns).Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
-		return explain(err, "claim", name, ns).Error()
+		return explain(err, "claim", name, ns).Error(), ""
 	}
-	return claimState(cl)
+	return claimState(cl), waitingMessage(cl)
 }
 
 func claimState(cl *v1alpha1.Claim) string {
@@ -223,6 +237,13 @@ func claimState(cl *v1alpha1.Claim) string {
 		s += fmt.Sprintf(", waiting (%s): %s", w.Reason, w.Message)
 	}
 	return s
+}
+
+func waitingMessage(cl *v1alpha1.Claim) string {
+	if w := meta.FindStatusCondition(cl.Status.Conditions, v1alpha1.ClaimConditionWaiting); w != nil && w.Status == metav1.ConditionTrue {
+		return w.Message
+	}
+	return ""
 }
 
 func whyClaim(ctx context.Context, c *Clients, ns, name string) ([]string, error) {

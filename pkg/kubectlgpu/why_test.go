@@ -18,7 +18,7 @@ const unschedulable = "0/4 nodes are available: 2 Insufficient nvidia.com/gpu, 2
 
 func TestWhy(t *testing.T) {
 	teamBudget := budget("team", map[string]string{"accelerators": "8", "accelerators.h100": "4"}, map[string]string{"accelerators": "7", "accelerators.h100": "4"})
-	onClaim := instance("on-claim", pending("waiting for claim big, which is Pending"), func(i *v1alpha1.Instance) { i.Spec.ClaimName = "big" })
+	onClaim := instance("on-claim", pending("waiting for claim big, which is Pending (Capacity: no node of instancetype h100 has 4 free cards)"), func(i *v1alpha1.Instance) { i.Spec.ClaimName = "big" })
 	waitingClaim := &v1alpha1.Claim{ObjectMeta: metav1.ObjectMeta{Name: "big", Namespace: ns},
 		Spec: v1alpha1.ClaimSpec{Type: "h100"},
 		Status: v1alpha1.ClaimStatus{Phase: v1alpha1.ClaimPending, Conditions: []metav1.Condition{{
@@ -42,7 +42,7 @@ func TestWhy(t *testing.T) {
 			kiln: objs(big, h100(0), teamBudget),
 			kube: objs(pod(big, &corev1.PodCondition{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: "Unschedulable", Message: unschedulable})),
 			arg:  "big",
-			want: "instance/big is Pending: " + unschedulable + "\n" +
+			want: "instance/big is Pending\n" +
 				"  scheduler (pod/big Unschedulable): " + unschedulable + "\n" +
 				"  instancetype/h100 (Active): 0 of 16 cards free on 2 nodes; partitions free: 1g.10gb 7 of 7, 3g.40gb 1 of 2\n" +
 				"  budget/team: accelerators 7 of 8 used, 1 left; accelerators.h100 4 of 4 used, 0 left\n"},
@@ -54,7 +54,7 @@ func TestWhy(t *testing.T) {
 				Reason:         "FailedScheduling", Type: corev1.EventTypeWarning, Message: unschedulable,
 				LastTimestamp: metav1.NewTime(time.Unix(100, 0))}),
 			arg: "big",
-			want: "instance/big is Pending: " + unschedulable + "\n" +
+			want: "instance/big is Pending\n" +
 				"  scheduler (pod/big FailedScheduling): " + unschedulable + "\n" +
 				"  instancetype/h100 (Active): 0 of 16 cards free on 2 nodes; partitions free: 1g.10gb 7 of 7, 3g.40gb 1 of 2\n"},
 		{name: "a Pod the Instance does not control is not its",
@@ -64,11 +64,11 @@ func TestWhy(t *testing.T) {
 			want: "instance/big is Pending: " + unschedulable + "\n" +
 				"  instancetype/h100 (Active): 0 of 16 cards free on 2 nodes; partitions free: 1g.10gb 7 of 7, 3g.40gb 1 of 2\n"},
 		{name: "on a waiting Claim", kiln: objs(onClaim, waitingClaim, h100(2)), arg: "instance/on-claim",
-			want: "instance/on-claim is Pending: waiting for claim big, which is Pending\n" +
+			want: "instance/on-claim is Pending\n" +
 				"  claim/big is Pending, waiting (Capacity): no node of instancetype h100 has 4 free cards\n" +
 				"  instancetype/h100 (Active): 2 of 16 cards free on 2 nodes; partitions free: 1g.10gb 7 of 7, 3g.40gb 1 of 2\n"},
 		{name: "on a Claim that is gone", kiln: objs(onClaim, h100(2)), arg: "on-claim",
-			want: "instance/on-claim is Pending: waiting for claim big, which is Pending\n" +
+			want: "instance/on-claim is Pending: waiting for claim big, which is Pending (Capacity: no node of instancetype h100 has 4 free cards)\n" +
 				"  claim \"big\" not found in namespace \"tenant-a\"; list them with kubectl get claims -n tenant-a\n" +
 				"  instancetype/h100 (Active): 2 of 16 cards free on 2 nodes; partitions free: 1g.10gb 7 of 7, 3g.40gb 1 of 2\n"},
 		{name: "stopped, a start refused by a Budget", kiln: objs(instance("parked", stopped), h100(3), teamBudget), arg: "parked",
