@@ -60,7 +60,9 @@ func (w *why) run(ctx context.Context, arg string) error {
 	}
 	kind, name := "instance", arg
 	if k, n, ok := strings.Cut(arg, "/"); ok {
-		kind, name = strings.TrimSuffix(strings.ToLower(k), "s"), n
+		// instance/x, instances/x, instance.gpu.kiln.dev/x, as kubectl takes them.
+		k = strings.TrimSuffix(strings.ToLower(k), "."+v1alpha1.GroupName)
+		kind, name = strings.TrimSuffix(k, "s"), n
 	}
 	if w.claim {
 		kind = "claim"

@@ -104,6 +104,8 @@ func TestWhy(t *testing.T) {
 			want: "claim/big is Pending, waiting (Capacity): no node of instancetype h100 has 4 free cards\n" +
 				"  instancetype/h100 (Active): 2 of 16 cards free on 2 nodes; partitions free: 1g.10gb 7 of 7, 3g.40gb 1 of 2\n" +
 				"  budget/team: accelerators 7 of 8 used, 1 left; accelerators.h100 4 of 4 used, 0 left\n"},
+		{name: "a Claim by its full resource name", kiln: objs(bound), arg: "claims.gpu.kiln.dev/big",
+			want: "claim/big is Bound on node gpu-0\n  holds 2 devices: GPU-1, GPU-2\n"},
 		{name: "a bound Claim, with --claim", kiln: objs(bound), arg: "big --claim",
 			want: "claim/big is Bound on node gpu-0\n  holds 2 devices: GPU-1, GPU-2\n"},
 		{name: "not found", arg: "ghost",
