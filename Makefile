@@ -13,7 +13,7 @@ export CGO_CFLAGS := -O2 -g -Wno-deprecated-declarations
 
 all: build
 
-build: $(BIN)/kiln-apiserver $(BIN)/kiln-controller
+build: $(BIN)/kiln-apiserver $(BIN)/kiln-controller $(BIN)/kubectl-gpu
 
 $(BIN)/kiln-apiserver: $(GO_SOURCES)
 	@mkdir -p $(BIN)
@@ -22,6 +22,11 @@ $(BIN)/kiln-apiserver: $(GO_SOURCES)
 $(BIN)/kiln-controller: $(GO_SOURCES)
 	@mkdir -p $(BIN)
 	go build -o $@ ./cmd/controller
+
+# The kubectl plugin: with $(BIN) on the PATH, `kubectl gpu ...` runs it.
+$(BIN)/kubectl-gpu: $(GO_SOURCES)
+	@mkdir -p $(BIN)
+	go build -o $@ ./cmd/kubectl-gpu
 
 # The real control plane the local cluster and end-to-end tests run: built
 # from k8s.io/kubernetes and sigs.k8s.io/kwok by the test/ module, so the

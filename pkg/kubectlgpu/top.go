@@ -1,0 +1,153 @@
+package kubectlgpu
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"kiln.dev/kiln/pkg/apis/gpu/v1alpha1"
+)
+
+// Allocation is one row of kubectl gpu top: a device an Instance holds.
+type Allocation struct {
+	Namespace string `json:"namespace"`
+	Instance  string `json:"instance"`
+	Phase     string `json:"phase"`
+	Node      string `json:"node,omitempty"`
+	// Device is empty for a running Instance the node agent has not
+	// reported devices for yet.
+	Device   string `json:"device,omitempty"`
+	Index    int32  `json:"index"`
+	PCIBusID string `json:"pciBusID,omitempty"`
+	Mode     string `json:"mode,omitempty"`
+	Share    string `json:"share,omitempty"`
+}
+
+type top struct {
+	*Options
+	all    bool
+	output string
+}
+
+func newTopCommand(o *Options) *cobra.Command {
+	t := &top{Options: o}
+	cmd := &cobra.Command{
+		Use:   "top",
+		Short: "Show the devices each Instance holds",
+		Long: `Show, per Instance that is not stopped, the node it runs on and each device
+it holds (status.allocations, reported by the node agent): the device UUID,
+its index on the node and PCI bus ID, and the mode and share (a whole card,
+a slice's memory and compute percentages, or a MIG profile). An Instance
+that runs on no device yet shows one row with the device as <none>.`,
+		Example: `  # The devices of this namespace's Instances
+  kubectl gpu top
+
+  # Of every namespace you may list Instances in
+  kubectl gpu top -A`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return t.run(cmd.Context())
+		},
+	}
+	cmd.Flags().BoolVarP(&t.all, "all-namespaces", "A", false, "Instances of every namespace")
+	cmd.Flags().StringVarP(&t.output, "output", "o", "", "output format: json or yaml (default: a table)")
+	return cmd
+}
+
+func (t *top) run(ctx context.Context) error {
+	if err := checkOutput(t.output); err != nil {
+		return err
+	}
+	c, ns, err := t.setup()
+	if err != nil {
+		return err
+	}
+	if t.all {
+		ns = metav1.NamespaceAll
+	}
+	list, err := c.Kiln.GpuV1alpha1().Instances(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return fmt.Errorf("listing Instances: %w", err)
+	}
+	rows := allocations(list.Items)
+	if t.output != "" {
+		return writeStructured(t.IO.Out, t.output, rows)
+	}
+	if len(rows) == 0 {
+		where := "in namespace " + ns
+		if t.all {
+			where = "in any namespace"
+		}
+		fmt.Fprintf(t.IO.Out, "No running Instances %s.\n", where)
+		return nil
+	}
+	w := tabwriter.NewWriter(t.IO.Out, 0, 8, 2, ' ', 0)
+	if t.all {
+		fmt.Fprint(w, "NAMESPACE\t")
+	}
+	fmt.Fprintln(w, "INSTANCE\tPHASE\tNODE\tDEVICE\tINDEX\tPCI BUS ID\tMODE\tSHARE")
+	for _, r := range rows {
+		if t.all {
+			fmt.Fprintf(w, "%s\t", r.Namespace)
+		}
+		device, index := r.Device, fmt.Sprint(r.Index)
+		if device == "" {
+			device, index = "<none>", "-"
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Instance, r.Phase, dash(r.Node), device, index, dash(r.PCIBusID), dash(r.Mode), dash(r.Share))
+	}
+	return w.Flush()
+}
+
+// allocations are the rows of the Instances that are not stopped, sorted
+// by namespace, name and device index.
+func allocations(items []v1alpha1.Instance) []Allocation {
+	sort.Slice(items, func(i, j int) bool {
+		if items[i].Namespace != items[j].Namespace {
+			return items[i].Namespace < items[j].Namespace
+		}
+		return items[i].Name < items[j].Name
+	})
+	var rows []Allocation
+	for _, inst := range items {
+		if inst.Spec.Stopped && len(inst.Status.Allocations) == 0 {
+			continue
+		}
+		base := Allocation{Namespace: inst.Namespace, Instance: inst.Name, Phase: string(inst.Status.Phase), Node: inst.Status.NodeName}
+		if len(inst.Status.Allocations) == 0 {
+			rows = append(rows, base)
+			continue
+		}
+		allocs := append([]v1alpha1.DeviceAllocation(nil), inst.Status.Allocations...)
+		sort.SliceStable(allocs, func(i, j int) bool { return allocs[i].Index < allocs[j].Index })
+		for _, a := range allocs {
+			r := base
+			r.Device, r.Index, r.PCIBusID, r.Mode, r.Share = a.Device, a.Index, a.PCIBusID, string(a.Mode), share(a)
+			rows = append(rows, r)
+		}
+	}
+	return rows
+}
+
+func share(a v1alpha1.DeviceAllocation) string {
+	switch a.Mode {
+	case v1alpha1.AllocationExclusive:
+		return "whole card"
+	case v1alpha1.AllocationSlice:
+		return fmt.Sprintf("%d%% memory, %d%% compute", a.MemoryPercent, a.CoresPercent)
+	case v1alpha1.AllocationPartition:
+		return a.Profile
+	}
+	return ""
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
