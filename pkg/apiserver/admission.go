@@ -32,6 +32,7 @@ import (
 	"kiln.dev/kiln/pkg/admission/kilnfinalizers"
 	"kiln.dev/kiln/pkg/admission/nodedevicesowner"
 	"kiln.dev/kiln/pkg/admission/quantitybounds"
+	"kiln.dev/kiln/pkg/admission/resourceversionformat"
 	"kiln.dev/kiln/pkg/apis/gpu"
 	"kiln.dev/kiln/pkg/apis/gpu/v1alpha1"
 	"kiln.dev/kiln/pkg/generated/clientset/versioned"
@@ -39,12 +40,14 @@ import (
 	budgetloop "kiln.dev/kiln/pkg/reconcile/budget"
 )
 
-// KilnPlugins are Kiln's admission plugins in chain order. QuantityBounds
-// comes first, so nothing compares a runaway quantity before it is
-// refused; the mutating ones run before the standard mutating plugins, so
+// KilnPlugins are Kiln's admission plugins in chain order.
+// ResourceVersionFormat and QuantityBounds come first, so the registry
+// never parses a mangled resourceVersion nor compares a runaway quantity
+// before they are refused; the mutating ones run before the standard mutating plugins, so
 // webhooks see sized Instances; Budget runs last, so nothing refuses a
 // write after it is charged.
 var KilnPlugins = []string{
+	resourceversionformat.PluginName,
 	quantitybounds.PluginName,
 	instancesizing.PluginName,
 	instancetypeaccess.PluginName,
@@ -57,6 +60,7 @@ var KilnPlugins = []string{
 }
 
 func registerKilnPlugins(plugins *admission.Plugins) {
+	resourceversionformat.Register(plugins)
 	quantitybounds.Register(plugins)
 	instancesizing.Register(plugins)
 	instancetypeaccess.Register(plugins)

@@ -110,6 +110,7 @@ func podsGetter(cfg *restclient.Config) (corev1client.PodsGetter, error) {
 // NewStorage returns the storage of every resource of v1alpha1, keyed by
 // resource and subresource path.
 func NewStorage(optsGetter generic.RESTOptionsGetter, instanceOpts instancestorage.Options) (map[string]rest.Storage, error) {
+	optsGetter = clientErrorsOptions{optsGetter}
 	instances, err := instancestorage.NewStorage(Scheme, optsGetter, instanceOpts)
 	if err != nil {
 		return nil, fmt.Errorf("instances storage: %w", err)

@@ -123,6 +123,7 @@ func (o *Options) Config(ctx context.Context) (*Config, error) {
 	// instances/log follows a log for as long as the client reads it: no
 	// request timeout, and no seat held in the in-flight limits.
 	serverConfig.LongRunningFunc = genericfilters.BasicLongRunningRequestCheck(sets.NewString("watch"), sets.NewString("log"))
+	serverConfig.BuildHandlerChainFunc = buildHandlerChain
 	namer := openapi.NewDefinitionNamer(Scheme)
 	serverConfig.OpenAPIConfig = genericapiserver.DefaultOpenAPIConfig(kilnopenapi.GetOpenAPIDefinitions, namer)
 	serverConfig.OpenAPIConfig.Info.Title = "Kiln"

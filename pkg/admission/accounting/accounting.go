@@ -25,6 +25,11 @@ import (
 // from the server when the lister has not seen it yet (a type created a
 // moment ago). Nil, without error, if there is none.
 func LookupType(ctx context.Context, l listers.InstanceTypeLister, c versioned.Interface, name string) (*v1alpha1.InstanceType, error) {
+	if name == "" {
+		// No type named (validation says spec.type is required); the
+		// client refuses to get an empty name, and that is no server error.
+		return nil, nil
+	}
 	t, err := l.Get(name)
 	if err == nil {
 		return t, nil

@@ -136,6 +136,11 @@ func (p *Plugin) Validate(ctx context.Context, a admission.Attributes, _ admissi
 		return admission.NewForbidden(a, fmt.Errorf("not yet ready to handle request: InstanceTypes are still loading"))
 	}
 	typePath := field.NewPath("spec", "type")
+	if typeName == "" {
+		return apierrors.NewInvalid(gpu.Kind(kind), a.GetName(), field.ErrorList{
+			field.Required(typePath, "name an InstanceType; `kubectl get instancetypes` lists the ones there are"),
+		})
+	}
 	t, err := accounting.LookupType(ctx, p.types, p.client, typeName)
 	if err != nil {
 		return apierrors.NewInternalError(err)
