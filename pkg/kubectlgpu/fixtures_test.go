@@ -141,7 +141,7 @@ func pending(message string) func(*v1alpha1.Instance) {
 
 func stopped(i *v1alpha1.Instance) {
 	i.Spec.Stopped = true
-	i.Status.Phase, i.Status.Message, i.Status.NodeName, i.Status.HostIPs = v1alpha1.InstanceStopped, "stopped; start it with the instances/start subresource", "", nil
+	i.Status.Phase, i.Status.Message, i.Status.NodeName, i.Status.HostIPs = v1alpha1.InstanceStopped, "stopped; start it with kubectl gpu start, or the instances/start subresource", "", nil
 	i.Status.Conditions = []metav1.Condition{{Type: v1alpha1.InstanceConditionReady, Status: metav1.ConditionFalse, Reason: "Stopped"}}
 }
 

@@ -86,7 +86,7 @@ func TestStartWaits(t *testing.T) {
 	if out != "instance.gpu.kiln.dev/nb started\n" {
 		t.Errorf("output %q", out)
 	}
-	want := "instance/nb: Stopped: stopped; start it with the instances/start subresource\n" +
+	want := "instance/nb: Stopped: stopped; start it with kubectl gpu start, or the instances/start subresource\n" +
 		"instance/nb: Starting: waiting for the scheduler\n" +
 		"instance/nb: Ready: running on gpu-0\n"
 	if errOut != want {
@@ -99,7 +99,7 @@ func TestStartWaits(t *testing.T) {
 func TestWaitTimesOut(t *testing.T) {
 	f := newFixture(t, objs(instance("nb", stopped)))
 	_, _, err := f.run(t, "start", "nb", "--wait", "--timeout=300ms", "-n", ns)
-	want := `instance "nb" in namespace "tenant-a" is not Ready after 300ms (Stopped: stopped; start it with the instances/start subresource); kubectl gpu why nb -n tenant-a says why`
+	want := `instance "nb" in namespace "tenant-a" is not Ready after 300ms (Stopped: stopped; start it with kubectl gpu start, or the instances/start subresource); kubectl gpu why nb -n tenant-a says why`
 	if err == nil || err.Error() != want {
 		t.Errorf("error %v, want %q", err, want)
 	}

@@ -102,7 +102,7 @@ func computeStatus(o observed) v1alpha1.InstanceStatus {
 	case inst.Spec.Stopped && o.pod == nil:
 		// Whatever else is wrong, no Pod is left: Budgets release the
 		// cards of a stopped Instance on this phase.
-		st.Phase, reason, message = v1alpha1.InstanceStopped, ReasonStopped, "stopped; start it with the instances/start subresource"
+		st.Phase, reason, message = v1alpha1.InstanceStopped, ReasonStopped, "stopped; start it with kubectl gpu start, or the instances/start subresource"
 		st.NodeName, st.PodIPs, st.HostIPs, st.StartTime = "", nil, nil, nil
 	case o.problem != nil:
 		st.Phase, reason, message = v1alpha1.InstanceFailed, o.problem.reason, o.problem.message

@@ -133,14 +133,14 @@ func TestComputeStatusPhase(t *testing.T) {
 	}, {
 		name:      "stopped",
 		setup:     func(i *v1alpha1.Instance) { i.Spec.Stopped = true },
-		wantPhase: v1alpha1.InstanceStopped, wantReason: ReasonStopped, wantMessage: "stopped; start it with the instances/start subresource",
+		wantPhase: v1alpha1.InstanceStopped, wantReason: ReasonStopped, wantMessage: "stopped; start it with kubectl gpu start, or the instances/start subresource",
 	}, {
 		// Budgets release a stopped Instance's cards on Stopped: it must
 		// not wait on a problem, nor come while a Pod remains.
 		name:      "stopped with a problem and no Pod",
 		setup:     func(i *v1alpha1.Instance) { i.Spec.Stopped = true },
 		problem:   conflict,
-		wantPhase: v1alpha1.InstanceStopped, wantReason: ReasonStopped, wantMessage: "stopped; start it with the instances/start subresource",
+		wantPhase: v1alpha1.InstanceStopped, wantReason: ReasonStopped, wantMessage: "stopped; start it with kubectl gpu start, or the instances/start subresource",
 	}, {
 		name:      "stopped with a problem while the Pod is there",
 		setup:     func(i *v1alpha1.Instance) { i.Spec.Stopped = true },
@@ -179,7 +179,7 @@ func TestComputeStatusPhase(t *testing.T) {
 		name:      "stopped, whatever its Claim says",
 		setup:     func(i *v1alpha1.Instance) { i.Spec.Stopped = true },
 		claimWait: "claim reserved is being deleted",
-		wantPhase: v1alpha1.InstanceStopped, wantReason: ReasonStopped, wantMessage: "stopped; start it with the instances/start subresource",
+		wantPhase: v1alpha1.InstanceStopped, wantReason: ReasonStopped, wantMessage: "stopped; start it with kubectl gpu start, or the instances/start subresource",
 	}, {
 		name:      "a problem comes before the Claim",
 		problem:   conflict,

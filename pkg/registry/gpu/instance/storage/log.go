@@ -115,8 +115,8 @@ func podLogOptions(o *gpu.InstanceLogOptions) *corev1.PodLogOptions {
 func noPod(inst *gpu.Instance) error {
 	if inst.Spec.Stopped {
 		return apierrors.NewBadRequest(fmt.Sprintf(
-			"instance %s/%s is stopped (spec.stopped is true) and has no pod to read a log from; start it with: kubectl create --raw /apis/gpu.kiln.dev/v1alpha1/namespaces/%s/instances/%s/start -f - <<<'{}'",
-			inst.Namespace, inst.Name, inst.Namespace, inst.Name))
+			"instance %s/%s is stopped (spec.stopped is true) and has no pod to read a log from; start it with: kubectl gpu start %s -n %s --wait (or POST {} to its instances/start subresource)",
+			inst.Namespace, inst.Name, inst.Name, inst.Namespace))
 	}
 	return apierrors.NewBadRequest(fmt.Sprintf(
 		"instance %s/%s has no pod yet: the controller creates it after a start; try again shortly (kubectl get instance %s -n %s shows its phase)",

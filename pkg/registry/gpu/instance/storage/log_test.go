@@ -75,7 +75,7 @@ func TestLogGet(t *testing.T) {
 			wantErr:  "instance team-a/train: logs need cluster mode; this Kiln API server is standalone and runs no Pods"},
 		{name: "stopped", instance: "parked",
 			wantCode: http.StatusBadRequest,
-			wantErr:  `instance team-a/parked is stopped (spec.stopped is true) and has no pod to read a log from; start it with: kubectl create --raw /apis/gpu.kiln.dev/v1alpha1/namespaces/team-a/instances/parked/start -f - <<<'{}'`},
+			wantErr:  `instance team-a/parked is stopped (spec.stopped is true) and has no pod to read a log from; start it with: kubectl gpu start parked -n team-a --wait (or POST {} to its instances/start subresource)`},
 		{name: "no pod yet", instance: "starting",
 			wantCode: http.StatusBadRequest,
 			wantErr:  "instance team-a/starting has no pod yet: the controller creates it after a start; try again shortly (kubectl get instance starting -n team-a shows its phase)"},
