@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -548,6 +550,11 @@ func TestKubeletAdmissionFailureRebuilt(t *testing.T) {
 		return inst.Status.Phase == gpuv1.InstanceFailed && c != nil && c.Reason == instancectl.ReasonAdmissionError, nil
 	})
 	if err != nil {
+		// This has failed about one run in four with an Instance whose
+		// status was never written; say what the controller did.
+		out, _ := kubectl(admin(), "", "get", "instance", "flaky", "-n", ns, "-o", "yaml")
+		t.Logf("the Instance as stored:\n%s", out)
+		t.Logf("kiln-controller's log about it:\n%s", logLinesAbout(filepath.Join(cluster.Dir, "logs", "kiln-controller.log"), ns+"/flaky", 60))
 		t.Fatalf("the Instance did not give up: %d Pods refused; status %+v", len(refused), inst.Status)
 	}
 	if len(refused) < 3 {
@@ -695,4 +702,19 @@ func TestControllerEndpoints(t *testing.T) {
 			t.Errorf("/metrics lacks %s", w)
 		}
 	}
+}
+
+// logLinesAbout is the last n lines of a component's log that mention s.
+func logLinesAbout(file, s string, n int) string {
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return err.Error()
+	}
+	var lines []string
+	for _, l := range strings.Split(string(data), "\n") {
+		if strings.Contains(l, s) {
+			lines = append(lines, l)
+		}
+	}
+	return strings.Join(lines[max(0, len(lines)-n):], "\n")
 }

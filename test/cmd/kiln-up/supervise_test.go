@@ -17,9 +17,10 @@ import (
 // TestMakeUpRestartsWhatExits: while a tenant keeps creating Instances,
 // kiln-controller, kiln-apiserver, kube-apiserver and etcd are each killed
 // with SIGKILL, as a crash or the OOM killer would. The launcher logs each
-// exit with its reason and starts the component again; the cluster and its
-// objects survive, and every create that was acknowledged is there and
-// reconciled at the end.
+// exit with its reason and starts the component again; Kiln and the
+// controller reconnect on their own and the APIService is Available again
+// after each; the objects survive, and every create that was acknowledged
+// is there and reconciled at the end.
 func TestMakeUpRestartsWhatExits(t *testing.T) {
 	root, err := filepath.Abs("../../..")
 	if err != nil {
@@ -122,6 +123,18 @@ func TestMakeUpRestartsWhatExits(t *testing.T) {
 		}
 		if err != nil {
 			t.Fatalf("tenant-a cannot list Instances 3 minutes after %s was killed: %v: %s", c.name, err, last)
+		}
+		// kube-apiserver checks the APIService on its own schedule: it
+		// must come back Available without anyone touching it.
+		var available string
+		for deadline := time.Now().Add(2 * time.Minute); time.Now().Before(deadline); time.Sleep(time.Second) {
+			if available, _ = run(admin, "", "get", "apiservice", "v1alpha1.gpu.kiln.dev",
+				"-o", `jsonpath={.status.conditions[?(@.type=="Available")].status}`); available == "True" {
+				break
+			}
+		}
+		if available != "True" {
+			t.Fatalf("APIService v1alpha1.gpu.kiln.dev Available=%q 2 minutes after %s was killed", available, c.name)
 		}
 	}
 	time.Sleep(2 * time.Second) // a few creates after the last restart
