@@ -151,7 +151,7 @@ func NewController(
 		now:       time.Now,
 		assumed:   map[string]assumption{},
 	}
-	c.queue = queue.New(ControllerName, "claim", c.sync)
+	c.queue = queue.NewFair(ControllerName, "claim", c.sync, queue.ByNamespace)
 	if err := claimInformer.AddTypedIndexers(kilninformers.ClaimIndexers{
 		byNode: func(cl *v1alpha1.Claim) ([]string, error) {
 			if cl.Status.NodeName != "" {

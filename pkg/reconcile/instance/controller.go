@@ -129,7 +129,8 @@ func NewController(
 		now:       time.Now,
 		failures:  map[types.UID]*admissionFailures{},
 	}
-	c.queue = queue.New(ControllerName, "instance", c.sync)
+	// One tenant's thousands of Instances must not hold back another's.
+	c.queue = queue.NewFair(ControllerName, "instance", c.sync, queue.ByNamespace)
 	err := instanceInformer.AddTypedIndexers(kilninformers.InstanceIndexers{
 		byType: func(inst *v1alpha1.Instance) ([]string, error) { return []string{inst.Spec.Type}, nil },
 		byNode: func(inst *v1alpha1.Instance) ([]string, error) {
