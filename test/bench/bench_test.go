@@ -53,29 +53,13 @@ func BenchmarkCreateToReady(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	ctx := context.Background()
-	c, err := localcluster.Start(ctx, localcluster.Options{
+	c, kube, kiln := startCluster(b, localcluster.Options{
 		Dir: filepath.Join(root, "_output", "bench"), BinDir: filepath.Join(root, "_output", "bin"), RepoRoot: root,
 		Nodes:           inventory(),
-		Log:             os.Stderr,
 		ControllerFlags: []string{fmt.Sprintf("--kube-api-qps=%d", qps), fmt.Sprintf("--kube-api-burst=%d", burst), "--instance-workers=16"},
 	})
-	if err != nil {
-		b.Fatal(err)
-	}
 	defer c.Stop()
-	cfg := rest.CopyConfig(c.AdminConfig)
-	cfg.QPS, cfg.Burst = qps, burst
-	kube := kubernetes.NewForConfigOrDie(cfg)
-	kiln := versioned.NewForConfigOrDie(cfg)
-	if _, err := kiln.GpuV1alpha1().InstanceTypes().Create(ctx, &gpuv1.InstanceType{
-		ObjectMeta: metav1.ObjectMeta{Name: "bench"},
-		Spec: gpuv1.InstanceTypeSpec{ResourcesPerCard: gpuv1.HostResources{
-			CPU: ptr.To(resource.MustParse("100m")), Memory: ptr.To(resource.MustParse("64Mi")),
-		}},
-	}, metav1.CreateOptions{}); err != nil {
-		b.Fatal(err)
-	}
+	createBenchType(b, kiln)
 	for _, n := range []int{200, 1000} {
 		for _, kind := range []string{"instances", "pods+services"} {
 			b.Run(fmt.Sprintf("%s/n=%d", kind, n), func(b *testing.B) {
@@ -91,23 +75,57 @@ func BenchmarkCreateToReady(b *testing.B) {
 	}
 }
 
-type result struct{ total, p50, p99 time.Duration }
+// startCluster starts a local control plane that logs to stderr, and
+// returns it with admin clients under the benchmark's client rate limit.
+func startCluster(b *testing.B, opts localcluster.Options) (*localcluster.Cluster, kubernetes.Interface, versioned.Interface) {
+	b.Helper()
+	opts.Log = os.Stderr
+	c, err := localcluster.Start(context.Background(), opts)
+	if err != nil {
+		b.Fatal(err)
+	}
+	cfg := rest.CopyConfig(c.AdminConfig)
+	cfg.QPS, cfg.Burst = qps, burst
+	return c, kubernetes.NewForConfigOrDie(cfg), versioned.NewForConfigOrDie(cfg)
+}
 
-// runOnce creates n objects of kind in a fresh namespace with 16 parallel
-// clients and waits until every one is Ready: the Instance's Ready
-// condition, or the bare Pod's. Latency is from each create's start.
-func runOnce(b *testing.B, kube kubernetes.Interface, kiln versioned.Interface, kind, ns string, n int) result {
+// createBenchType creates "bench", a CPU-only type small enough that a
+// node holds 150 of its Pods.
+func createBenchType(b *testing.B, kiln versioned.Interface) {
+	b.Helper()
+	if _, err := kiln.GpuV1alpha1().InstanceTypes().Create(context.Background(), &gpuv1.InstanceType{
+		ObjectMeta: metav1.ObjectMeta{Name: "bench"},
+		Spec: gpuv1.InstanceTypeSpec{ResourcesPerCard: gpuv1.HostResources{
+			CPU: ptr.To(resource.MustParse("100m")), Memory: ptr.To(resource.MustParse("64Mi")),
+		}},
+	}, metav1.CreateOptions{}); err != nil {
+		b.Fatal(err)
+	}
+}
+
+// createNamespace creates ns and waits for its default ServiceAccount,
+// which Pods need.
+func createNamespace(b *testing.B, kube kubernetes.Interface, ns string) {
+	b.Helper()
 	ctx := context.Background()
 	if _, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
 		b.Fatal(err)
 	}
-	// Pods need the namespace's default ServiceAccount.
 	if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
 		_, err := kube.CoreV1().ServiceAccounts(ns).Get(ctx, "default", metav1.GetOptions{})
 		return err == nil, nil
 	}); err != nil {
 		b.Fatal(err)
 	}
+}
+
+type result struct{ total, p50, p99 time.Duration }
+
+// runOnce creates n objects of kind in a fresh namespace with 16 parallel
+// clients and waits until every one is Ready: the Instance's Ready
+// condition, or the bare Pod's. Latency is from each create's start.
+func runOnce(b *testing.B, kube kubernetes.Interface, kiln versioned.Interface, kind, ns string, n int) result {
+	createNamespace(b, kube, ns)
 	defer cleanup(b, kube, ns)
 
 	watchFn := func(ctx context.Context) (watch.Interface, error) {

@@ -10,17 +10,12 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 
 	gpuv1 "kiln.dev/kiln/pkg/apis/gpu/v1alpha1"
-	"kiln.dev/kiln/pkg/generated/clientset/versioned"
 	"kiln.dev/kiln/test/localcluster"
 )
 
@@ -45,38 +40,14 @@ func BenchmarkFairness(b *testing.B) {
 		binDir = d
 	}
 	ctx := context.Background()
-	c, err := localcluster.Start(ctx, localcluster.Options{
+	c, kube, kiln := startCluster(b, localcluster.Options{
 		Dir: filepath.Join(root, "_output", "bench-fairness"), BinDir: binDir, RepoRoot: root,
 		Nodes: inventory(),
-		Log:   os.Stderr,
 	})
-	if err != nil {
-		b.Fatal(err)
-	}
 	defer c.Stop()
-	cfg := rest.CopyConfig(c.AdminConfig)
-	cfg.QPS, cfg.Burst = qps, burst
-	kube := kubernetes.NewForConfigOrDie(cfg)
-	kiln := versioned.NewForConfigOrDie(cfg)
-	if _, err := kiln.GpuV1alpha1().InstanceTypes().Create(ctx, &gpuv1.InstanceType{
-		ObjectMeta: metav1.ObjectMeta{Name: "bench"},
-		Spec: gpuv1.InstanceTypeSpec{ResourcesPerCard: gpuv1.HostResources{
-			CPU: ptr.To(resource.MustParse("100m")), Memory: ptr.To(resource.MustParse("64Mi")),
-		}},
-	}, metav1.CreateOptions{}); err != nil {
-		b.Fatal(err)
-	}
-	for _, ns := range []string{"busy", "quiet"} {
-		if _, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
-			b.Fatal(err)
-		}
-	}
-	if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-		_, err := kube.CoreV1().ServiceAccounts("quiet").Get(ctx, "default", metav1.GetOptions{})
-		return err == nil, nil
-	}); err != nil {
-		b.Fatal(err)
-	}
+	createBenchType(b, kiln)
+	createNamespace(b, kube, "busy")
+	createNamespace(b, kube, "quiet")
 
 	quiet := 0
 	toReady := func(b *testing.B) time.Duration {

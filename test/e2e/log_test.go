@@ -58,6 +58,15 @@ func TestInstanceLog(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	follow := exec.CommandContext(ctx, cluster.Kubectl, "--kubeconfig="+kc, "get", "--raw", path+"?follow=true")
+	// Once the stream shows what was there, write more and see it arrive.
+	followSeesAppended(ctx, t, follow, "epoch 1", "epoch 2 loss 0.71")
+}
+
+// followSeesAppended runs a command that follows the simulated containers'
+// log until it prints a line containing seen, then appends a line
+// containing later and waits, until ctx ends, for the command to print it.
+func followSeesAppended(ctx context.Context, t *testing.T, follow *exec.Cmd, seen, later string) {
+	t.Helper()
 	stdout, err := follow.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -65,34 +74,37 @@ func TestInstanceLog(t *testing.T) {
 	if err := follow.Start(); err != nil {
 		t.Fatal(err)
 	}
-	defer func() { cancel(); _ = follow.Wait() }()
+	defer func() { _ = follow.Process.Kill(); _ = follow.Wait() }()
 	lines := make(chan string)
 	go func() {
+		defer close(lines)
 		sc := bufio.NewScanner(stdout)
 		for sc.Scan() {
-			lines <- sc.Text()
+			select {
+			case lines <- sc.Text():
+			case <-ctx.Done():
+				return
+			}
 		}
-		close(lines)
 	}()
-	// Once the stream shows what was there, write more and see it arrive.
 	appended := false
 	for {
 		select {
 		case line, ok := <-lines:
 			if !ok {
-				t.Fatal("the follow stream ended")
+				t.Fatalf("%s ended before it showed %q", follow, later)
 			}
-			if strings.Contains(line, "epoch 1") && !appended {
-				if err := cluster.AppendContainerLog("epoch 2 loss 0.71"); err != nil {
+			if strings.Contains(line, seen) && !appended {
+				if err := cluster.AppendContainerLog(later); err != nil {
 					t.Fatal(err)
 				}
 				appended = true
 			}
-			if strings.Contains(line, "epoch 2 loss 0.71") {
+			if appended && strings.Contains(line, later) {
 				return
 			}
 		case <-ctx.Done():
-			t.Fatal("follow did not stream the line written after it started")
+			t.Fatalf("%s did not show %q, written after it started", follow, later)
 		}
 	}
 }

@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -136,43 +135,7 @@ func followLog(t *testing.T, kc, ns, name string) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	follow := pluginCommand(ctx, t, kc, "logs", name, "-n", ns, "-f", "--tail=50")
-	stdout, err := follow.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := follow.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { cancel(); _ = follow.Wait() }()
-	lines := make(chan string)
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			lines <- sc.Text()
-		}
-		close(lines)
-	}()
-	appended := false
-	for {
-		select {
-		case line, ok := <-lines:
-			if !ok {
-				t.Fatal("kubectl gpu logs -f ended")
-			}
-			if strings.Contains(line, "plugin epoch 1") && !appended {
-				if err := cluster.AppendContainerLog("plugin epoch 2"); err != nil {
-					t.Fatal(err)
-				}
-				appended = true
-			}
-			if appended && strings.Contains(line, "plugin epoch 2") {
-				return
-			}
-		case <-ctx.Done():
-			t.Fatal("kubectl gpu logs -f did not show the line written after it started")
-		}
-	}
+	followSeesAppended(ctx, t, pluginCommand(ctx, t, kc, "logs", name, "-n", ns, "-f", "--tail=50"), "plugin epoch 1", "plugin epoch 2")
 }
 
 // capacityRow is what `kubectl gpu capacity -o json` says of one type.
