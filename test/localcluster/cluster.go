@@ -74,6 +74,14 @@ type Options struct {
 	// PersistentVolumes are created as the admin, or kept if they exist:
 	// the local cluster has no provisioner.
 	PersistentVolumes []*corev1.PersistentVolume
+	// KilnReplicas is how many kiln-apiservers run (0 means one). More
+	// than one run behind a balancer on KilnURL's port, as behind a
+	// Service; each is named kiln-apiserver-N after the first.
+	KilnReplicas int
+	// EtcdMembers is how many etcd members run (0 means one); each is
+	// named etcd-N after the first. A resumed cluster runs as many as it
+	// was started with.
+	EtcdMembers int
 }
 
 // Cluster is a running local control plane.
@@ -86,7 +94,8 @@ type Cluster struct {
 	// AdminConfig is the same admin for client-go.
 	AdminConfig *rest.Config
 	// KilnURL reaches the Kiln API server directly, bypassing the
-	// aggregator; KilnCAFile verifies its certificate.
+	// aggregator (through the balancer when several replicas run);
+	// KilnCAFile verifies its certificate.
 	KilnURL    string
 	KilnCAFile string
 	// FrontProxyClient is the certificate kube-apiserver presents when it
@@ -97,9 +106,11 @@ type Cluster struct {
 
 	opts Options
 	log  io.Writer
-	// mu guards procs: Supervise replaces the ones it restarts.
-	mu    sync.Mutex
-	procs []*process
+	// mu guards procs and balancer: Supervise replaces the procs it
+	// restarts.
+	mu       sync.Mutex
+	procs    []*process
+	balancer *balancer
 	// kube and apply act as the admin, once kube-apiserver serves.
 	kube  kubernetes.Interface
 	apply *applier
@@ -111,7 +122,14 @@ type Cluster struct {
 
 type ports struct {
 	etcdClient, etcdPeer, apiserver, controllerManager, scheduler, kiln, controller, controllerMetrics, kwok int
+	// etcdMembers are the members after the first.
+	etcdMembers []memberPorts
+	// kilnReplicas are where each replica listens when several run behind
+	// the balancer on kiln.
+	kilnReplicas []int
 }
+
+type memberPorts struct{ client, peer int }
 
 // Start brings the whole control plane up and returns once the APIService
 // is Available and the tenants can use it. On error everything started so
@@ -195,6 +213,10 @@ func (c *Cluster) Stop() {
 		}
 	}
 	c.procs = nil
+	if c.balancer != nil {
+		c.balancer.close()
+		c.balancer = nil
+	}
 }
 
 // Alive reports the first component that has exited.
@@ -210,19 +232,17 @@ func (c *Cluster) Alive() error {
 }
 
 // PID is the process ID of a component the launcher started, by its name
-// (etcd, kube-apiserver, kiln-apiserver, ...).
+// (etcd, etcd-1, kube-apiserver, kiln-apiserver, kiln-apiserver-1, ...).
 func (c *Cluster) PID(name string) (int, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for _, p := range c.procs {
-		if p.name == name {
-			return p.cmd.Process.Pid, nil
-		}
+	if p := c.find(name); p != nil {
+		return p.cmd.Process.Pid, nil
 	}
 	return 0, fmt.Errorf("%s is not running", name)
 }
 
-// EtcdURL is etcd's client URL.
+// EtcdURL is the client URL of etcd's first member.
 func (c *Cluster) EtcdURL() string { return c.etcdURL() }
 
 // KubeconfigFor is the kubeconfig written for a tenant.
@@ -246,7 +266,13 @@ func (c *Cluster) apiserverURL() string {
 func (c *Cluster) etcdURL() string { return "http://127.0.0.1:" + strconv.Itoa(c.ports.etcdClient) }
 
 func (c *Cluster) start(name string, args ...string) error {
-	p, err := startProcess(c.logDir(), name, c.bin(name), args...)
+	return c.startBinary(name, name, args...)
+}
+
+// startBinary starts one of several processes of the same binary under a
+// name of its own.
+func (c *Cluster) startBinary(name, binary string, args ...string) error {
+	p, err := startProcess(c.logDir(), name, c.bin(binary), args...)
 	if err != nil {
 		return err
 	}
@@ -306,22 +332,6 @@ func (c *Cluster) readAuthorities() error {
 	return err
 }
 
-func (c *Cluster) startEtcd(ctx context.Context) error {
-	client, peer := c.etcdURL(), "http://127.0.0.1:"+strconv.Itoa(c.ports.etcdPeer)
-	err := c.start("etcd",
-		"--name=local",
-		"--data-dir="+filepath.Join(c.Dir, "etcd"),
-		"--listen-client-urls="+client, "--advertise-client-urls="+client,
-		"--listen-peer-urls="+peer, "--initial-advertise-peer-urls="+peer,
-		"--initial-cluster=local="+peer,
-		"--log-level=warn",
-	)
-	if err != nil {
-		return err
-	}
-	return c.waitHTTP(ctx, http.DefaultClient, client+"/health")
-}
-
 func (c *Cluster) startAPIServer(ctx context.Context) error {
 	dir := c.pkiDir()
 	serving, err := c.pki.ca.serving(dir, "kube-apiserver",
@@ -349,7 +359,7 @@ func (c *Cluster) startAPIServer(ctx context.Context) error {
 		return err
 	}
 	err = c.start("kube-apiserver", append([]string{
-		"--etcd-servers=" + c.etcdURL(),
+		"--etcd-servers=" + strings.Join(c.EtcdURLs(), ","),
 		"--bind-address=127.0.0.1",
 		"--secure-port=" + strconv.Itoa(c.ports.apiserver),
 		"--cert-dir=" + filepath.Join(c.Dir, "kube-apiserver"),
@@ -574,16 +584,6 @@ func (c *Cluster) startKiln(ctx context.Context) error {
 		return err
 	}
 	c.KilnURL = "https://127.0.0.1:" + strconv.Itoa(c.ports.kiln)
-	err = c.start("kiln-apiserver", append([]string{
-		"--etcd-servers=" + c.etcdURL(),
-		"--bind-address=127.0.0.1",
-		"--secure-port=" + strconv.Itoa(c.ports.kiln),
-		"--tls-cert-file=" + serving.CertFile, "--tls-private-key-file=" + serving.KeyFile,
-		"--kubeconfig=" + kc, "--authentication-kubeconfig=" + kc, "--authorization-kubeconfig=" + kc,
-	}, c.opts.KilnFlags...)...)
-	if err != nil {
-		return err
-	}
 	ca, err := os.ReadFile(c.KilnCAFile)
 	if err != nil {
 		return err
@@ -591,6 +591,27 @@ func (c *Cluster) startKiln(ctx context.Context) error {
 	pool := x509.NewCertPool()
 	pool.AppendCertsFromPEM(ca)
 	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}, Timeout: 5 * time.Second}
+	// Every replica alike but for its port: they share etcd and identity.
+	for i, port := range c.kilnPorts() {
+		err = c.startBinary(kilnName(i), "kiln-apiserver", append([]string{
+			"--etcd-servers=" + strings.Join(c.EtcdURLs(), ","),
+			"--bind-address=127.0.0.1",
+			"--secure-port=" + strconv.Itoa(port),
+			"--tls-cert-file=" + serving.CertFile, "--tls-private-key-file=" + serving.KeyFile,
+			"--kubeconfig=" + kc, "--authentication-kubeconfig=" + kc, "--authorization-kubeconfig=" + kc,
+		}, c.opts.KilnFlags...)...)
+		if err != nil {
+			return err
+		}
+	}
+	for _, url := range c.KilnReplicaURLs() {
+		if err := c.waitHTTP(ctx, client, url+"/readyz"); err != nil {
+			return err
+		}
+	}
+	if err := c.startBalancer(); err != nil {
+		return err
+	}
 	return c.waitHTTP(ctx, client, c.KilnURL+"/readyz")
 }
 
@@ -773,23 +794,4 @@ func insecureClient() *http.Client {
 		Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}},
 		Timeout:   5 * time.Second,
 	}
-}
-
-func freePorts() (ports, error) {
-	var ps [9]int
-	var ls []net.Listener
-	defer func() {
-		for _, l := range ls {
-			l.Close()
-		}
-	}()
-	for i := range ps {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return ports{}, err
-		}
-		ls = append(ls, l)
-		ps[i] = l.Addr().(*net.TCPAddr).Port
-	}
-	return ports{etcdClient: ps[0], etcdPeer: ps[1], apiserver: ps[2], controllerManager: ps[3], scheduler: ps[4], kiln: ps[5], controller: ps[6], kwok: ps[7], controllerMetrics: ps[8]}, nil
 }

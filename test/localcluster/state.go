@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 )
 
@@ -36,7 +37,7 @@ func (p *ports) named() []struct {
 	name string
 	port *int
 } {
-	return []struct {
+	named := []struct {
 		name string
 		port *int
 	}{
@@ -45,6 +46,14 @@ func (p *ports) named() []struct {
 		{"kiln-apiserver", &p.kiln}, {"kiln-controller", &p.controller},
 		{"kiln-controller-metrics", &p.controllerMetrics}, {"kwok", &p.kwok},
 	}
+	for i := range p.etcdMembers {
+		name := etcdName(i + 1)
+		named = append(named, []struct {
+			name string
+			port *int
+		}{{name, &p.etcdMembers[i].client}, {name + "-peer", &p.etcdMembers[i].peer}}...)
+	}
+	return named
 }
 
 func (c *Cluster) statePath() string { return filepath.Join(c.Dir, stateFile) }
@@ -79,6 +88,15 @@ func (c *Cluster) loadState() error {
 	if st.Version != stateVersion {
 		return fmt.Errorf("%s is of version %d, this launcher reads version %d", c.statePath(), st.Version, stateVersion)
 	}
+	// Members are in each other's data dirs: a resume runs the same set.
+	saved := 1
+	for st.Ports[etcdName(saved)] > 0 {
+		saved++
+	}
+	if want := c.opts.etcdMembers(); saved != want {
+		return fmt.Errorf("it was started with %d etcd member(s), not %d, and resumes only with as many", saved, want)
+	}
+	c.ports.etcdMembers = make([]memberPorts, saved-1)
 	for _, n := range c.ports.named() {
 		port, ok := st.Ports[n.name]
 		if !ok || port <= 0 {
@@ -103,7 +121,7 @@ func (c *Cluster) prepareDir() error {
 		err := c.loadState()
 		if err == nil {
 			c.Resumed = true
-			return nil
+			return c.replicaPorts()
 		}
 		entries, rerr := os.ReadDir(c.Dir)
 		if !errors.Is(err, os.ErrNotExist) || (rerr == nil && len(entries) > 0) {
@@ -116,6 +134,65 @@ func (c *Cluster) prepareDir() error {
 		return err
 	}
 	var err error
-	c.ports, err = freePorts()
+	c.ports, err = newPorts(c.opts.etcdMembers(), c.opts.kilnReplicas())
 	return err
+}
+
+// replicaPorts picks the ports of the Kiln replicas of a resumed cluster.
+// They are not saved: nothing stores them, and the number of replicas
+// may differ from the last start.
+func (c *Cluster) replicaPorts() error {
+	if c.opts.kilnReplicas() == 1 {
+		return nil
+	}
+	var taken []int
+	for _, n := range c.ports.named() {
+		taken = append(taken, *n.port)
+	}
+	var err error
+	c.ports.kilnReplicas, err = freePorts(c.opts.kilnReplicas(), taken...)
+	return err
+}
+
+// newPorts picks free ports for every component of a new cluster.
+func newPorts(etcdMembers, kilnReplicas int) (ports, error) {
+	ps, err := freePorts(9 + 2*(etcdMembers-1))
+	if err != nil {
+		return ports{}, err
+	}
+	p := ports{etcdClient: ps[0], etcdPeer: ps[1], apiserver: ps[2], controllerManager: ps[3], scheduler: ps[4], kiln: ps[5], controller: ps[6], kwok: ps[7], controllerMetrics: ps[8]}
+	for i := 9; i < len(ps); i += 2 {
+		p.etcdMembers = append(p.etcdMembers, memberPorts{client: ps[i], peer: ps[i+1]})
+	}
+	if kilnReplicas > 1 {
+		p.kilnReplicas, err = freePorts(kilnReplicas, ps...)
+	}
+	return p, err
+}
+
+// freePorts picks n ports free on 127.0.0.1 and not among taken, which
+// may be free now but belong to a component not yet started.
+func freePorts(n int, taken ...int) ([]int, error) {
+	var ps []int
+	var ls []net.Listener
+	defer func() {
+		for _, l := range ls {
+			l.Close()
+		}
+	}()
+	// Listeners held open until the end keep the picks apart.
+	for len(ps) < n {
+		if len(ls) > n+len(taken) {
+			return nil, fmt.Errorf("no %d free ports on 127.0.0.1 apart from %v", n, taken)
+		}
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		ls = append(ls, l)
+		if port := l.Addr().(*net.TCPAddr).Port; !slices.Contains(taken, port) {
+			ps = append(ps, port)
+		}
+	}
+	return ps, nil
 }

@@ -2,7 +2,9 @@ package localcluster
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"os"
 	"time"
 )
 
@@ -74,4 +76,46 @@ func backoff(failures int) time.Duration {
 		d *= 2
 	}
 	return min(d, maxBackoff)
+}
+
+// Kill ends the component of that name with SIGKILL, as a crash or the OOM
+// killer would, and returns once it is gone; Supervise starts it again.
+// Only the PID the launcher holds is signalled.
+func (c *Cluster) Kill(name string) (pid int, err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	p := c.find(name)
+	if p == nil {
+		return 0, fmt.Errorf("the launcher started no %s", name)
+	}
+	if err := p.exited(); err != nil {
+		return 0, err
+	}
+	pid = p.cmd.Process.Pid
+	if err := p.cmd.Process.Kill(); err != nil && !errors.Is(err, os.ErrProcessDone) {
+		return 0, fmt.Errorf("killing %s (PID %d): %w", name, pid, err)
+	}
+	<-p.done
+	return pid, nil
+}
+
+// Restarts is how often Supervise has started the component of that name
+// again.
+func (c *Cluster) Restarts(name string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if p := c.find(name); p != nil {
+		return p.restarts
+	}
+	return 0
+}
+
+// find is the component of that name; c.mu must be held.
+func (c *Cluster) find(name string) *process {
+	for _, p := range c.procs {
+		if p.name == name {
+			return p
+		}
+	}
+	return nil
 }
