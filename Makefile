@@ -121,6 +121,8 @@ e2e: control-plane build $(BIN)/kiln-up
 # A local control plane with Kiln in it, until Ctrl-C or `make down`.
 # State is in LOCAL_DIR, and the next `make up` resumes it with its objects;
 # FRESH=1 (or `make clean-local` first) discards it; FRESH=0 does not.
+# KILN_REPLICAS=2 runs two kiln-apiservers behind the APIService's port,
+# ETCD_MEMBERS=3 a three-member etcd; a resume needs the same ETCD_MEMBERS.
 # The launcher's PID is in LOCAL_DIR.pid.
 LOCAL_DIR := $(OUTPUT)/local
 FRESH ?=
@@ -158,7 +160,8 @@ bench-api: control-plane build $(BIN)/bench-api $(CONTROLLER_GEN)
 		--docs=docs/benchmarks.md $(BENCH_API_FLAGS)
 
 up: control-plane build $(BIN)/kiln-up
-	$(BIN)/kiln-up --dir=$(LOCAL_DIR) --bin-dir=$(BIN) --repo-root=. $(if $(filter 1 true yes,$(FRESH)),--fresh)
+	$(BIN)/kiln-up --dir=$(LOCAL_DIR) --bin-dir=$(BIN) --repo-root=. $(if $(filter 1 true yes,$(FRESH)),--fresh) \
+		$(if $(KILN_REPLICAS),--kiln-replicas=$(KILN_REPLICAS)) $(if $(ETCD_MEMBERS),--etcd-members=$(ETCD_MEMBERS))
 
 # Signals the launcher `make up` started, by the PID it recorded; the
 # launcher then stops the components it started, and nothing else.

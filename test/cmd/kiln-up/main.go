@@ -27,8 +27,11 @@ func main() {
 	binDir := flag.String("bin-dir", "_output/bin", "directory holding the control-plane and Kiln binaries")
 	root := flag.String("repo-root", ".", "repository root, for artifacts/")
 	fresh := flag.Bool("fresh", false, "discard the cluster in --dir and start a new one")
+	var topology topology
+	flag.IntVar(&topology.kilnReplicas, "kiln-replicas", 1, "kiln-apiserver processes, behind one port as behind a Service")
+	flag.IntVar(&topology.etcdMembers, "etcd-members", 1, "etcd members; a resumed cluster needs as many as it was started with")
 	flag.Parse()
-	if err := run(*dir, *binDir, *root, *fresh); err != nil {
+	if err := run(*dir, *binDir, *root, *fresh, topology); err != nil {
 		fmt.Fprintln(os.Stderr, "kiln-up:", err)
 		if errors.Is(err, localcluster.ErrCannotResume) {
 			fmt.Fprintln(os.Stderr, "kiln-up: `make up FRESH=1` (kiln-up --fresh) discards it and starts a new cluster")
@@ -37,7 +40,12 @@ func main() {
 	}
 }
 
-func run(dir, binDir, root string, fresh bool) error {
+// topology is how many of the replicated components run.
+type topology struct {
+	kilnReplicas, etcdMembers int
+}
+
+func run(dir, binDir, root string, fresh bool, topology topology) error {
 	abs := func(p string) string {
 		a, err := filepath.Abs(p)
 		if err != nil {
@@ -76,6 +84,8 @@ func run(dir, binDir, root string, fresh bool) error {
 		// What the claim of artifacts/examples/instances.yaml binds to.
 		PersistentVolumes: []*corev1.PersistentVolume{localcluster.ModelsVolume("tenant-a")},
 		Log:               os.Stdout,
+		KilnReplicas:      topology.kilnReplicas,
+		EtcdMembers:       topology.etcdMembers,
 	})
 	if err != nil {
 		return err
@@ -102,6 +112,13 @@ Stop with Ctrl-C or `+"`make down`"+`; the next `+"`make up`"+` resumes this clu
 `, time.Since(start).Round(time.Second), rel(c.AdminKubeconfig), kubectl, kubectl,
 		kubectl, rel(c.KubeconfigFor("tenant-a")), kubectl, kubectl, rel(c.KubeconfigFor("tenant-a")),
 		rel(c.KubeconfigFor("tenant-a")), rel(c.KubeconfigFor("tenant-b")), rel(filepath.Join(dir, "logs")))
+
+	if urls := c.KilnReplicaURLs(); len(urls) > 1 {
+		fmt.Printf("kiln-apiserver replicas, behind %s: %s\n", c.KilnURL, strings.Join(urls, " "))
+	}
+	if urls := c.EtcdURLs(); len(urls) > 1 {
+		fmt.Printf("etcd members: %s\n", strings.Join(urls, " "))
+	}
 
 	// A component that exits is started again; only Ctrl-C or make down
 	// ends the cluster, and its objects stay on disk either way.
