@@ -130,11 +130,13 @@ FRESH ?=
 # Create-to-Ready of 200 and 1,000 Instances next to bare Pod+Service
 # creates, 100 Claims to Bound with Instances on them next to Instances
 # without, and a quiet tenant's create-to-Ready during another's 5,000
-# creates and deletes, each on a local control plane of its own
-# (_output/bench, _output/bench-claims, _output/bench-fairness). Not part
-# of `make test`: it takes about ten minutes. Figures: docs/benchmarks.md.
+# creates and deletes, and a tenant's requests while another holds 500 log
+# follows and 1,000 watches, each on a local control plane of its own
+# (_output/bench, _output/bench-claims, _output/bench-fairness,
+# _output/bench-slow-clients). Not part of `make test`: it takes about ten
+# minutes. Figures: docs/benchmarks.md and docs/reliability.md.
 bench: control-plane build
-	cd test && go test -run='^$$' -bench='CreateToReady|Claims|Fairness' -benchtime=1x -timeout=60m ./bench/
+	cd test && go test -run='^$$' -bench='CreateToReady|Claims|Fairness|SlowClients' -benchtime=1x -timeout=60m ./bench/
 
 # Kiln's API next to a CRD of the same schema, generated from pkg/apis by
 # controller-gen, on a control plane of its own (_output/bench-api): the CRD,

@@ -40,6 +40,9 @@ type Options struct {
 	// Standalone runs without a cluster. Kiln's admission plugins receive
 	// their informers through RecommendedOptions.ExtraAdmissionInitializers.
 	Standalone StandaloneOptions
+	// MaxLogFollowsPerUser bounds one user's concurrent instances/log
+	// follows, which priority and fairness does not count; 0 is no limit.
+	MaxLogFollowsPerUser int
 
 	Out io.Writer
 
@@ -55,6 +58,7 @@ func NewOptions(out io.Writer) *Options {
 		RecommendedOptions:       genericoptions.NewRecommendedOptions(DefaultEtcdPathPrefix, nil),
 		ComponentGlobalsRegistry: compatibility.DefaultComponentGlobalsRegistry,
 		Standalone:               StandaloneOptions{DataDir: "_output/standalone"},
+		MaxLogFollowsPerUser:     DefaultMaxLogFollowsPerUser,
 		Out:                      out,
 	}
 	// The Budget plugin reads a namespace's Budgets with a consistent list
@@ -89,6 +93,9 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	o.RecommendedOptions.AddFlags(fs)
 	o.ComponentGlobalsRegistry.AddFlags(fs)
 	o.Standalone.AddFlags(fs)
+	fs.IntVar(&o.MaxLogFollowsPerUser, "max-log-follows-per-user", o.MaxLogFollowsPerUser,
+		"The most instances/log?follow=true streams one user may hold open at once; more are answered 429 with Retry-After. "+
+			"Follows are long-running, so priority and fairness does not count them, yet each holds a stream to kube-apiserver and to the node's kubelet. 0 is no limit.")
 }
 
 // Complete fills in what depends on other flags. bindAddressSet says whether
@@ -109,6 +116,9 @@ func (o *Options) Validate() error {
 		errs = append(errs, o.RecommendedOptions.Validate()...)
 	}
 	errs = append(errs, o.ComponentGlobalsRegistry.Validate()...)
+	if o.MaxLogFollowsPerUser < 0 {
+		errs = append(errs, fmt.Errorf("--max-log-follows-per-user=%d: must be 0 (no limit) or more", o.MaxLogFollowsPerUser))
+	}
 	return utilerrors.NewAggregate(errs)
 }
 
@@ -123,7 +133,7 @@ func (o *Options) Config(ctx context.Context) (*Config, error) {
 	// instances/log follows a log for as long as the client reads it: no
 	// request timeout, and no seat held in the in-flight limits.
 	serverConfig.LongRunningFunc = genericfilters.BasicLongRunningRequestCheck(sets.NewString("watch"), sets.NewString("log"))
-	serverConfig.BuildHandlerChainFunc = buildHandlerChain
+	serverConfig.BuildHandlerChainFunc = handlerChain(newFollowLimiter(o.MaxLogFollowsPerUser))
 	namer := openapi.NewDefinitionNamer(Scheme)
 	serverConfig.OpenAPIConfig = genericapiserver.DefaultOpenAPIConfig(kilnopenapi.GetOpenAPIDefinitions, namer)
 	serverConfig.OpenAPIConfig.Info.Title = "Kiln"

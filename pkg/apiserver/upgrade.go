@@ -33,8 +33,11 @@ func isWatch(req *http.Request) bool {
 	return w == "true" || w == "1" || strings.Contains(req.URL.Path, "/watch/")
 }
 
-// buildHandlerChain is the generic chain around an API handler that
-// refuses upgrades after authentication and authorization.
-func buildHandlerChain(apiHandler http.Handler, c *genericapiserver.Config) http.Handler {
-	return genericapiserver.DefaultBuildHandlerChain(refuseUpgrade(apiHandler), c)
+// handlerChain is the generic chain around an API handler that, after
+// authentication, authorization and priority and fairness, refuses
+// upgrades and bounds each user's log follows.
+func handlerChain(follows *followLimiter) func(http.Handler, *genericapiserver.Config) http.Handler {
+	return func(apiHandler http.Handler, c *genericapiserver.Config) http.Handler {
+		return genericapiserver.DefaultBuildHandlerChain(refuseUpgrade(follows.wrap(apiHandler)), c)
+	}
 }

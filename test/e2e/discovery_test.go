@@ -81,7 +81,7 @@ func TestExplain(t *testing.T) {
 func TestDeployManifestsDryRun(t *testing.T) {
 	t.Parallel()
 	out := mustKubectl(t, admin(), "", "apply", "--dry-run=server", "-k", filepath.Join(repoRoot, "artifacts"))
-	for _, w := range []string{"deployment.apps/kiln-apiserver", "statefulset.apps/kiln-etcd", "daemonset.apps/kiln-node-agent", "apiservice.apiregistration.k8s.io/v1alpha1.gpu.kiln.dev", "clusterrole.rbac.authorization.k8s.io/kiln:aggregate-to-edit"} {
+	for _, w := range []string{"deployment.apps/kiln-apiserver", "statefulset.apps/kiln-etcd", "daemonset.apps/kiln-node-agent", "apiservice.apiregistration.k8s.io/v1alpha1.gpu.kiln.dev", "clusterrole.rbac.authorization.k8s.io/kiln:aggregate-to-edit", "flowschema.flowcontrol.apiserver.k8s.io/kiln-tenants"} {
 		if !strings.Contains(out, w) {
 			t.Errorf("dry run did not mention %s:\n%s", w, out)
 		}

@@ -547,14 +547,15 @@ func NodeReady(n *corev1.Node) bool {
 // applyArtifacts installs the namespace and RBAC exactly as artifacts/
 // ships them (the controller's too, so its RBAC is checked against the
 // cluster), the PriorityClass of Claims and the policy that keeps
-// accelerators to Kiln in tenant namespaces. The APIService follows once
-// the server is up.
+// accelerators to Kiln in tenant namespaces, and the flow control of
+// tenants' requests. The APIService follows once the server is up.
 func (c *Cluster) applyArtifacts(ctx context.Context) error {
 	art := filepath.Join(c.opts.RepoRoot, "artifacts")
 	return c.apply.applyFiles(ctx,
 		filepath.Join(art, "namespace.yaml"),
 		filepath.Join(art, "priorityclass.yaml"),
 		filepath.Join(art, "policy", "accelerator-pods.yaml"),
+		filepath.Join(art, "flowcontrol.yaml"),
 		filepath.Join(art, "rbac", "apiserver.yaml"),
 		filepath.Join(art, "rbac", "tenant-roles.yaml"),
 		filepath.Join(art, "rbac", "controller.yaml"),
