@@ -1,0 +1,294 @@
+package faults
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"sync"
+	"text/tabwriter"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+
+	"kiln.dev/kiln/pkg/generated/clientset/versioned"
+)
+
+// Row is one line of the suite's report.
+type Row struct {
+	Fault, Load            string
+	Injected               int
+	Acked, Found           int
+	WatchGaps, OverCommits int
+	Orphans, ServerErrors  int
+	Relists                int
+	// Err is why the fault could not run to its end.
+	Err string
+	// Detail says what each non-zero promise count was about.
+	Detail []string
+}
+
+// Failed says whether a promised zero is not zero.
+func (r Row) Failed() bool {
+	return r.Err != "" || r.Found != r.Acked || r.WatchGaps != 0 || r.OverCommits != 0 || r.Orphans != 0
+}
+
+// PrintTable writes the report.
+func PrintTable(w io.Writer, rows []Row) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "fault\tload\tinjected\twrites acked\twrites found\twatch gaps\tover-commits\torphans\t5xx\trelists\t")
+	for _, r := range rows {
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t\n", r.Fault, r.Load, r.Injected, r.Acked, r.Found, r.WatchGaps, r.OverCommits, r.Orphans, r.ServerErrors, r.Relists)
+	}
+	tw.Flush()
+}
+
+// Env is what a fault runs against.
+type Env struct {
+	Kube kubernetes.Interface
+	// Kiln is the admin through the aggregator.
+	Kiln versioned.Interface
+	// Aggregated and Direct are the admin's dynamic clients through
+	// kube-apiserver and straight to Kiln.
+	Aggregated, Direct dynamic.Interface
+	// Tenants are each tenant's Kiln client, by namespace.
+	Tenants map[string]versioned.Interface
+	// Budgets name each tenant's Budget; every one has BudgetHard cards.
+	Budgets    map[string]string
+	BudgetHard int64
+	Type       string
+	Log        io.Writer
+}
+
+// Injector does one fault and returns once the cluster serves again.
+type Injector func(ctx context.Context, round int) error
+
+// Timing of a writer-load fault.
+const (
+	rounds      = 3
+	settleLoad  = 6 * time.Second
+	convergence = 3 * time.Minute
+)
+
+// RunWriterFault runs the tenants' writer load, injects the fault rounds
+// times with load before, between and after, then stops the load and
+// checks every promise. prefix names this fault's objects.
+func (e *Env) RunWriterFault(ctx context.Context, name, prefix string, inject Injector) Row {
+	row := Row{Fault: name, Load: fmt.Sprintf("%d tenants x 2 writers", len(e.Tenants))}
+	fail := func(format string, a ...any) Row {
+		row.Err = fmt.Sprintf(format, a...)
+		return row
+	}
+	runCtx, stopAll := context.WithCancel(ctx)
+	defer stopAll()
+
+	l := &load{hist: newHistory(), prefix: prefix, instanceType: e.Type}
+	var watchers []*watcher
+	var wg sync.WaitGroup
+	for ns := range e.Tenants {
+		for _, res := range []string{"instances", "claims"} {
+			for path, client := range map[string]dynamic.Interface{"aggregated": e.Aggregated, "direct": e.Direct} {
+				w := newWatcher(path+" "+res+" "+ns, client, res, ns)
+				watchers = append(watchers, w)
+				wg.Add(1)
+				go func() { defer wg.Done(); w.run(runCtx) }()
+			}
+		}
+	}
+	sampler := &budgetSampler{kube: e.Kube, kiln: e.Kiln, budgets: e.Budgets, hard: e.BudgetHard}
+	wg.Add(1)
+	go func() { defer wg.Done(); sampler.run(runCtx) }()
+
+	loadCtx, stopLoad := context.WithCancel(runCtx)
+	loadDone := make(chan struct{})
+	go func() { defer close(loadDone); l.run(loadCtx, e.Tenants, 2) }()
+	sleep(ctx, settleLoad)
+	for round := range rounds {
+		fmt.Fprintf(e.Log, "faults: %s, round %d\n", name, round+1)
+		if err := inject(ctx, round); err != nil {
+			stopLoad()
+			<-loadDone
+			return fail("round %d: %v", round+1, err)
+		}
+		row.Injected++
+		sleep(ctx, settleLoad)
+	}
+	stopLoad()
+	<-loadDone
+
+	// The controller catches up; then the store is read one last time,
+	// as part of the history, so a write that was lost shows.
+	if bad := e.converge(ctx, tenantNamespaces(e.Tenants)); len(bad) > 0 {
+		row.Orphans = len(bad)
+		row.Detail = append(row.Detail, bad...)
+	}
+	e.finalReads(ctx, l)
+	illegal, undecided := l.hist.linearizable(time.Minute)
+	perKey := l.hist.writesByKey()
+	for _, n := range perKey {
+		row.Acked += n
+	}
+	row.Found = row.Acked
+	for _, k := range append(illegal, undecided...) {
+		row.Found -= perKey[k]
+		row.Detail = append(row.Detail, fmt.Sprintf("%s: no linear order explains its history", k))
+	}
+
+	l.mu.Lock()
+	acked := append([]ackedWrite(nil), l.acked...)
+	l.mu.Unlock()
+	row.WatchGaps, row.Relists = e.checkWatchers(ctx, watchers, acked, &row.Detail)
+	stopAll()
+	wg.Wait()
+	row.OverCommits, _ = sampler.overCommits()
+	_, d := sampler.overCommits()
+	row.Detail = append(row.Detail, d...)
+	row.ServerErrors = int(l.serverErrors.Load())
+	return row
+}
+
+func tenantNamespaces(t map[string]versioned.Interface) []string {
+	var ns []string
+	for n := range t {
+		ns = append(ns, n)
+	}
+	sort.Strings(ns)
+	return ns
+}
+
+// converge waits until nothing is out of place in namespaces, and returns
+// what still is at the deadline.
+func (e *Env) converge(ctx context.Context, namespaces []string) []string {
+	var bad []string
+	_ = wait.PollUntilContextTimeout(ctx, 2*time.Second, convergence, true, func(ctx context.Context) (bool, error) {
+		bad = nil
+		for _, ns := range namespaces {
+			b, err := orphans(ctx, e.Kube, e.Kiln, ns)
+			if err != nil {
+				bad = append(bad, fmt.Sprintf("%s: %v", ns, err))
+				continue
+			}
+			bad = append(bad, b...)
+		}
+		return len(bad) == 0, nil
+	})
+	return bad
+}
+
+// finalReader is the client id of the reads after the load.
+const finalReader = 1 << 20
+
+// finalReads reads every object the load touched, as the admin, into the
+// history.
+func (e *Env) finalReads(ctx context.Context, l *load) {
+	l.hist.mu.Lock()
+	keys := map[string]bool{}
+	for _, op := range l.hist.ops {
+		keys[op.Input.(opInput).Key] = true
+	}
+	l.hist.mu.Unlock()
+	for key := range keys {
+		parts := strings.SplitN(key, "/", 3)
+		res, ns, name := parts[0], parts[1], parts[2]
+		in := opInput{Key: key, Kind: opGet}
+		for attempt := 0; attempt < 5; attempt++ {
+			call := l.hist.now()
+			var obj metav1.Object
+			var err error
+			if res == "claims" {
+				obj, err = e.Kiln.GpuV1alpha1().Claims(ns).Get(ctx, name, metav1.GetOptions{})
+			} else {
+				obj, err = e.Kiln.GpuV1alpha1().Instances(ns).Get(ctx, name, metav1.GetOptions{})
+			}
+			out := l.classify(err, res, name)
+			if out.Outcome == ok {
+				out.Obj = stateOf(obj)
+			}
+			if out.Outcome == ok || out.Outcome == notFound {
+				l.hist.add(finalReader, in, call, out)
+				break
+			}
+			sleep(ctx, time.Second)
+		}
+	}
+}
+
+// checkWatchers waits for each watcher to reach the last acknowledged
+// write of its objects, compares its picture with the store at that
+// revision, and counts what it missed or got twice.
+func (e *Env) checkWatchers(ctx context.Context, watchers []*watcher, acked []ackedWrite, detail *[]string) (gaps, relists int) {
+	for _, w := range watchers {
+		var target uint64
+		for _, a := range acked {
+			if a.resource == w.resource && a.namespace == w.ns {
+				target = max(target, a.rv)
+			}
+		}
+		if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+			return w.lastRV() >= target, nil
+		}); err != nil {
+			gaps++
+			*detail = append(*detail, fmt.Sprintf("%s: at rv %d a minute after the load, short of %d", w.name, w.lastRV(), target))
+			continue
+		}
+		var agreed bool
+		var why string
+		var err error
+		for attempt := 0; attempt < 5; attempt++ {
+			if agreed, why, err = w.agrees(ctx); err == nil {
+				break
+			}
+			sleep(ctx, time.Second)
+		}
+		if err != nil {
+			*detail = append(*detail, fmt.Sprintf("%s: cannot read the store at its revision: %v", w.name, err))
+			gaps++
+		} else if !agreed {
+			*detail = append(*detail, why)
+			gaps++
+		}
+		missing, dup, d := w.gaps(acked)
+		gaps += missing + dup
+		*detail = append(*detail, d...)
+		w.mu.Lock()
+		relists += w.relists
+		w.mu.Unlock()
+	}
+	return gaps, relists
+}
+
+// Cleanup deletes every Instance and Claim in the tenants' namespaces and
+// waits until they and their Pods are gone, so the next fault starts with
+// the Budgets free.
+func (e *Env) Cleanup(ctx context.Context, namespaces []string) error {
+	for _, ns := range namespaces {
+		if err := e.Kiln.GpuV1alpha1().Instances(ns).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			return err
+		}
+		if err := e.Kiln.GpuV1alpha1().Claims(ns).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			return err
+		}
+	}
+	return wait.PollUntilContextTimeout(ctx, time.Second, convergence, true, func(ctx context.Context) (bool, error) {
+		for _, ns := range namespaces {
+			i, err := e.Kiln.GpuV1alpha1().Instances(ns).List(ctx, metav1.ListOptions{})
+			if err != nil || len(i.Items) > 0 {
+				return false, nil
+			}
+			c, err := e.Kiln.GpuV1alpha1().Claims(ns).List(ctx, metav1.ListOptions{})
+			if err != nil || len(c.Items) > 0 {
+				return false, nil
+			}
+			p, err := e.Kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+			if err != nil || len(p.Items) > 0 {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+}
