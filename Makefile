@@ -145,7 +145,7 @@ FRESH ?=
 # _output/bench-slow-clients). Not part of `make test`: it takes about ten
 # minutes. Figures: docs/benchmarks.md and docs/reliability.md.
 bench: control-plane build
-	cd test && go test -run='^$$' -bench='CreateToReady|Claims|Fairness|SlowClients' -benchtime=1x -timeout=60m ./bench/
+	cd test && go test -run='^$$' -bench='CreateToReady|Claims|Fairness|NamespaceDelete|SlowClients' -benchtime=1x -timeout=60m ./bench/
 
 # Kiln's API next to a CRD of the same schema, generated from pkg/apis by
 # controller-gen, on a control plane of its own (_output/bench-api): the CRD,

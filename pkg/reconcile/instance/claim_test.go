@@ -414,8 +414,8 @@ func TestSyncStopWaitsForHolder(t *testing.T) {
 	}
 }
 
-// finalize waits for the holder the same way, but has no delay to return:
-// it queues the Instance again itself.
+// finalize waits for the holder the same way, Service and all, but has no
+// delay to return: it queues the Instance again itself.
 func TestSyncDeletionHandsClaimBack(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
@@ -451,7 +451,8 @@ func TestSyncDeletionHandsClaimBack(t *testing.T) {
 			if diff := cmp.Diff(wantDeletes, f.deletes("pods")); diff != "" {
 				t.Errorf("Pod deletes by UID (-want +got):\n%s", diff)
 			}
-			if f.wrote("delete", "services") || f.wrote("update", "instances") {
+			// The Service goes with the Pod; the finalizer waits for the Pod.
+			if f.wrote("delete", "services") != !tc.wantWait || f.wrote("patch", "instances") || f.wrote("update", "instances") {
 				t.Errorf("the Instance went on before its Pod: writes %v", f.writes())
 			}
 			f.wantPhase(v1alpha1.InstanceDeleting, ReasonDeleting)

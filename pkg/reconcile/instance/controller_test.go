@@ -811,13 +811,16 @@ func TestSyncDeletion(t *testing.T) {
 		finalizer     bool
 		pod           func(*testing.T, *v1alpha1.Instance) *corev1.Pod
 		svc           bool
+		// unseenPod is in the API server but not yet in the cache.
+		unseenPod     func(*testing.T, *v1alpha1.Instance) *corev1.Pod
 		wantPodDelete bool
 		wantSvcDelete bool
 		wantFinalizer bool
 	}{
-		{name: "the Pod goes first", finalizer: true, pod: readyPod, svc: true, wantPodDelete: true, wantFinalizer: true},
-		{name: "a terminating Pod is not deleted again", finalizer: true, pod: terminating, svc: true, wantFinalizer: true},
-		{name: "then the Service", finalizer: true, svc: true, wantSvcDelete: true, wantFinalizer: true},
+		{name: "the Pod and the Service go together", finalizer: true, pod: readyPod, svc: true, wantPodDelete: true, wantSvcDelete: true, wantFinalizer: true},
+		{name: "a terminating Pod is not deleted again", finalizer: true, pod: terminating, svc: true, wantSvcDelete: true, wantFinalizer: true},
+		{name: "a Pod only the API server has seen keeps the Instance", finalizer: true, unseenPod: readyPod, wantFinalizer: true},
+		{name: "with the Pod gone the Service goes, and the Instance with it", finalizer: true, svc: true, wantSvcDelete: true},
 		{name: "then the Instance may go", finalizer: true},
 		{name: "without the finalizer nothing is ours to do", pod: readyPod, svc: true},
 	} {
@@ -835,6 +838,11 @@ func TestSyncDeletion(t *testing.T) {
 				objs = append(objs, ownedService(inst, nodePort("jupyter", 8888, 30001)))
 			}
 			f := newFixture(t, Options{}, objs...)
+			if tc.unseenPod != nil {
+				if err := f.kube.Tracker().Add(tc.unseenPod(t, inst)); err != nil {
+					t.Fatal(err)
+				}
+			}
 			f.sync()
 
 			if !tc.finalizer {
@@ -872,7 +880,9 @@ func TestSyncDeletion(t *testing.T) {
 			if has := slices.Contains(got.Finalizers, Finalizer); has != tc.wantFinalizer {
 				t.Errorf("finalizers %v, want ours kept: %v", got.Finalizers, tc.wantFinalizer)
 			}
-			f.wantPhase(v1alpha1.InstanceDeleting, ReasonDeleting)
+			if tc.pod != nil {
+				f.wantPhase(v1alpha1.InstanceDeleting, ReasonDeleting)
+			}
 		})
 	}
 }

@@ -337,15 +337,20 @@ func (c *Controller) drain(ctx context.Context, inst *v1alpha1.Instance, t *v1al
 }
 
 // finalize removes a deleted Instance's Pod and Service, then lets the
-// Instance go.
+// Instance go. The Pod and the Service go in the same pass, and the
+// finalizer in the pass that finds the Pod gone: a namespace of thousands
+// of Instances is finalized at the rate of the API calls, not of sync
+// rounds waiting for watch events.
 func (c *Controller) finalize(ctx context.Context, inst *v1alpha1.Instance, pod *corev1.Pod, svc *corev1.Service) error {
-	if !slices.Contains(inst.Finalizers, Finalizer) {
+	i := slices.Index(inst.Finalizers, Finalizer)
+	if i < 0 {
 		return nil
 	}
-	if err := c.writeStatus(ctx, inst, computeStatus(observed{inst: inst, pod: pod, svc: svc})); err != nil {
-		return err
-	}
 	if pod != nil {
+		// Deleting is worth showing only while there is a Pod to wait for.
+		if err := c.writeStatus(ctx, inst, computeStatus(observed{inst: inst, pod: pod, svc: svc})); err != nil {
+			return err
+		}
 		if pod.DeletionTimestamp == nil {
 			if wait, err := c.claimKeeps(inst, pod); err != nil || wait {
 				if err == nil {
@@ -357,19 +362,41 @@ func (c *Controller) finalize(ctx context.Context, inst *v1alpha1.Instance, pod 
 				return err
 			}
 		}
+	}
+	if svc != nil {
+		if err := c.deleteService(ctx, svc); err != nil {
+			return err
+		}
+		if len(svc.Finalizers) > 0 {
+			// Gone only once its own finalizers are; its deletion wakes us.
+			return nil
+		}
+	}
+	if pod != nil {
 		// The Pod's deletion wakes us.
 		return nil
 	}
-	if svc != nil {
-		return c.deleteService(ctx, svc)
+	// The Instance's charge goes with the finalizer, so the cache's word
+	// that no Pod runs is checked with the API server: a Pod created
+	// moments ago may not have reached the informer yet.
+	live, err := c.kube.CoreV1().Pods(inst.Namespace).Get(ctx, inst.Name, metav1.GetOptions{})
+	switch {
+	case err == nil && ownedBy(live, inst):
+		// Its add event, and then its deletion, wake us.
+		return nil
+	case err != nil && !apierrors.IsNotFound(err):
+		return err
 	}
-	inst, err := c.kiln.GpuV1alpha1().Instances(inst.Namespace).Get(ctx, inst.Name, metav1.GetOptions{})
+	// A JSON patch with a test takes off exactly our finalizer, without a
+	// read first and without a conflict with writes to other fields.
+	patch, err := json.Marshal([]map[string]any{
+		{"op": "test", "path": fmt.Sprintf("/metadata/finalizers/%d", i), "value": Finalizer},
+		{"op": "remove", "path": fmt.Sprintf("/metadata/finalizers/%d", i)},
+	})
 	if err != nil {
-		return client404(err)
+		return err
 	}
-	cp := inst.DeepCopy()
-	cp.Finalizers = slices.DeleteFunc(cp.Finalizers, func(f string) bool { return f == Finalizer })
-	_, err = c.kiln.GpuV1alpha1().Instances(inst.Namespace).Update(ctx, cp, metav1.UpdateOptions{FieldManager: ManagedBy})
+	_, err = c.kiln.GpuV1alpha1().Instances(inst.Namespace).Patch(ctx, inst.Name, types.JSONPatchType, patch, metav1.PatchOptions{FieldManager: ManagedBy})
 	c.clearFailures(inst)
 	return client404(err)
 }
