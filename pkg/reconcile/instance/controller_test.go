@@ -807,10 +807,10 @@ func TestSyncDeletion(t *testing.T) {
 		return pod
 	}
 	for _, tc := range []struct {
-		name          string
-		finalizer     bool
-		pod           func(*testing.T, *v1alpha1.Instance) *corev1.Pod
-		svc           bool
+		name      string
+		finalizer bool
+		pod       func(*testing.T, *v1alpha1.Instance) *corev1.Pod
+		svc       bool
 		// unseenPod is in the API server but not yet in the cache.
 		unseenPod     func(*testing.T, *v1alpha1.Instance) *corev1.Pod
 		wantPodDelete bool
