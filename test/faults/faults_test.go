@@ -120,8 +120,11 @@ func TestFaults(t *testing.T) {
 		return env.loseNode(ctx, nodes)
 	}))
 	run(env.RunChurnFault(ctx, "kiln-controller SIGKILLed", "churn", "faults-cpu", churnSize, func(ctx context.Context, round int) error {
-		_, err := c.Kill("kiln-controller")
-		return err
+		// The supervisor may still be backing off from the last kill.
+		return wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+			_, err := c.Kill("kiln-controller")
+			return err == nil, nil
+		})
 	}))
 
 	PrintTable(os.Stdout, rows)
