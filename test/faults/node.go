@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os/exec"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -33,31 +34,38 @@ func execCommand(ctx context.Context, name string, args ...string) ([]byte, erro
 // (each is Lost, or placed again elsewhere). It then brings the node back
 // under the same name, empty, for the next round.
 func (e *Env) loseNode(ctx context.Context, nodes []localcluster.NodeSpec) error {
-	count := map[string]int{}
-	for _, ns := range tenantNamespaces(e.Tenants) {
-		pods, err := e.Kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
-		if err != nil {
-			return err
-		}
-		for _, p := range pods.Items {
-			count[p.Spec.NodeName]++
-		}
-	}
+	// The load may have stopped or deleted every Instance at this moment,
+	// or the last round's Claims may still be placed again: wait, bounded,
+	// for a tenant Pod on an H100.
+	var count map[string]int
 	var lost *localcluster.NodeSpec
-	for i, n := range nodes {
-		if n.GPU && n.Labels[localcluster.LabelGPUProduct] == localcluster.ProductH100 && (lost == nil || count[n.Name] > count[lost.Name]) {
-			lost = &nodes[i]
+	err := wait.PollUntilContextTimeout(ctx, time.Second, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		count, lost = map[string]int{}, nil
+		for _, ns := range tenantNamespaces(e.Tenants) {
+			pods, err := e.Kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+			if err != nil {
+				return false, nil
+			}
+			for _, p := range pods.Items {
+				count[p.Spec.NodeName]++
+			}
 		}
-	}
-	if lost == nil || count[lost.Name] == 0 {
-		return fmt.Errorf("no H100 node holds any tenant Pod: %v", count)
+		for i, n := range nodes {
+			if n.GPU && n.Labels[localcluster.LabelGPUProduct] == localcluster.ProductH100 && (lost == nil || count[n.Name] > count[lost.Name]) {
+				lost = &nodes[i]
+			}
+		}
+		return lost != nil && count[lost.Name] > 0, nil
+	})
+	if err != nil {
+		return fmt.Errorf("no H100 node held any tenant Pod for 2 minutes: %v; Budgets: %s", count, e.budgetsUsed(ctx))
 	}
 	fmt.Fprintf(e.Log, "faults: deleting node %s with %d tenant Pods\n", lost.Name, count[lost.Name])
 	if err := e.Kube.CoreV1().Nodes().Delete(ctx, lost.Name, metav1.DeleteOptions{}); err != nil {
 		return err
 	}
 	var holding []string
-	err := wait.PollUntilContextTimeout(ctx, time.Second, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
+	err = wait.PollUntilContextTimeout(ctx, time.Second, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
 		holding = nil
 		for _, ns := range tenantNamespaces(e.Tenants) {
 			pods, err := e.Kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + lost.Name})
@@ -101,4 +109,20 @@ func hasTaint(n *corev1.Node, key string) bool {
 		}
 	}
 	return false
+}
+
+// budgetsUsed says what each tenant's Budget charges, for a failure.
+func (e *Env) budgetsUsed(ctx context.Context) string {
+	var out []string
+	for _, ns := range tenantNamespaces(e.Tenants) {
+		l, err := e.Kiln.GpuV1alpha1().Budgets(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			out = append(out, fmt.Sprintf("%s: %v", ns, err))
+			continue
+		}
+		for _, b := range l.Items {
+			out = append(out, fmt.Sprintf("%s/%s used %v", ns, b.Name, b.Status.Used))
+		}
+	}
+	return strings.Join(out, "; ")
 }
