@@ -49,12 +49,7 @@ func inventory() []localcluster.NodeSpec {
 }
 
 func BenchmarkCreateToReady(b *testing.B) {
-	root, err := filepath.Abs(filepath.Join("..", ".."))
-	if err != nil {
-		b.Fatal(err)
-	}
-	c, kube, kiln := startCluster(b, localcluster.Options{
-		Dir: filepath.Join(root, "_output", "bench"), BinDir: filepath.Join(root, "_output", "bin"), RepoRoot: root,
+	c, kube, kiln := startCluster(b, "bench", localcluster.Options{
 		Nodes:           inventory(),
 		ControllerFlags: []string{fmt.Sprintf("--kube-api-qps=%d", qps), fmt.Sprintf("--kube-api-burst=%d", burst), "--instance-workers=16"},
 	})
@@ -75,10 +70,20 @@ func BenchmarkCreateToReady(b *testing.B) {
 	}
 }
 
-// startCluster starts a local control plane that logs to stderr, and
-// returns it with admin clients under the benchmark's client rate limit.
-func startCluster(b *testing.B, opts localcluster.Options) (*localcluster.Cluster, kubernetes.Interface, versioned.Interface) {
+// startCluster starts a local control plane in _output/<name> that logs to
+// stderr, and returns it with admin clients under the benchmark's client
+// rate limit. It runs the binaries of _output/bin, or of BENCH_BIN_DIR to
+// compare others (say, from before a change) on the same harness.
+func startCluster(b *testing.B, name string, opts localcluster.Options) (*localcluster.Cluster, kubernetes.Interface, versioned.Interface) {
 	b.Helper()
+	root, err := filepath.Abs(filepath.Join("..", ".."))
+	if err != nil {
+		b.Fatal(err)
+	}
+	opts.Dir, opts.BinDir, opts.RepoRoot = filepath.Join(root, "_output", name), filepath.Join(root, "_output", "bin"), root
+	if d := os.Getenv("BENCH_BIN_DIR"); d != "" {
+		opts.BinDir = d
+	}
 	opts.Log = os.Stderr
 	c, err := localcluster.Start(context.Background(), opts)
 	if err != nil {

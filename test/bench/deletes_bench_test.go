@@ -3,8 +3,6 @@ package bench
 import (
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -28,17 +26,8 @@ const deleteSize = 1000
 // since that is what a deployment gets. BENCH_BIN_DIR runs another
 // kiln-controller (say, one from before the change) on the same harness.
 func BenchmarkNamespaceDelete(b *testing.B) {
-	root, err := filepath.Abs(filepath.Join("..", ".."))
-	if err != nil {
-		b.Fatal(err)
-	}
-	binDir := filepath.Join(root, "_output", "bin")
-	if d := os.Getenv("BENCH_BIN_DIR"); d != "" {
-		binDir = d
-	}
 	ctx := context.Background()
-	c, kube, kiln := startCluster(b, localcluster.Options{
-		Dir: filepath.Join(root, "_output", "bench-deletes"), BinDir: binDir, RepoRoot: root,
+	c, kube, kiln := startCluster(b, "bench-deletes", localcluster.Options{
 		Nodes: inventory(),
 	})
 	defer c.Stop()

@@ -3,8 +3,6 @@ package bench
 import (
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -31,17 +29,8 @@ const burstSize = 5000
 // BENCH_BIN_DIR runs other binaries (say, a kiln-controller from before
 // the fair queue) on the same harness.
 func BenchmarkFairness(b *testing.B) {
-	root, err := filepath.Abs(filepath.Join("..", ".."))
-	if err != nil {
-		b.Fatal(err)
-	}
-	binDir := filepath.Join(root, "_output", "bin")
-	if d := os.Getenv("BENCH_BIN_DIR"); d != "" {
-		binDir = d
-	}
 	ctx := context.Background()
-	c, kube, kiln := startCluster(b, localcluster.Options{
-		Dir: filepath.Join(root, "_output", "bench-fairness"), BinDir: binDir, RepoRoot: root,
+	c, kube, kiln := startCluster(b, "bench-fairness", localcluster.Options{
 		Nodes: inventory(),
 	})
 	defer c.Stop()

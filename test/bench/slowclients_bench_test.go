@@ -6,7 +6,6 @@ import (
 	"io"
 	"net"
 	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -49,17 +48,8 @@ const (
 // BENCH_KILN_FLAGS adds kiln-apiserver flags (say,
 // --max-log-follows-per-user=0).
 func BenchmarkSlowClients(b *testing.B) {
-	root, err := filepath.Abs(filepath.Join("..", ".."))
-	if err != nil {
-		b.Fatal(err)
-	}
-	binDir := filepath.Join(root, "_output", "bin")
-	if d := os.Getenv("BENCH_BIN_DIR"); d != "" {
-		binDir = d
-	}
 	ctx := context.Background()
-	c, _, admin := startCluster(b, localcluster.Options{
-		Dir: filepath.Join(root, "_output", "bench-slow-clients"), BinDir: binDir, RepoRoot: root,
+	c, _, admin := startCluster(b, "bench-slow-clients", localcluster.Options{
 		Nodes: inventory()[:2], Tenants: []string{"tenant-a", "tenant-b"},
 		KilnFlags: strings.Fields(os.Getenv("BENCH_KILN_FLAGS")),
 	})

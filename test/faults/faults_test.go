@@ -225,9 +225,9 @@ func runKubectl(c *localcluster.Cluster, args ...string) (string, error) {
 }
 
 // serving waits until the components named are back (each member's
-// /health, each replica's /readyz, kube-apiserver's), then until a tenant
-// can list Instances through the aggregator and the APIService is
-// Available.
+// /health, each replica's /readyz), then until a tenant can list Instances
+// through the aggregator, which needs kube-apiserver, and the APIService
+// is Available.
 func (e *Env) serving(ctx context.Context, c *localcluster.Cluster, names ...string) error {
 	ca, err := os.ReadFile(c.KilnCAFile)
 	if err != nil {
@@ -237,32 +237,26 @@ func (e *Env) serving(ctx context.Context, c *localcluster.Cluster, names ...str
 	pool.AppendCertsFromPEM(ca)
 	kilnClient := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}, Timeout: 2 * time.Second}
 	plain := &http.Client{Timeout: 2 * time.Second}
-	var urls []struct {
+	type probe struct {
 		client *http.Client
 		url    string
 	}
+	var probes []probe
 	for _, n := range names {
+		i := 0
 		switch {
 		case strings.HasPrefix(n, "etcd"):
-			i := 0
 			fmt.Sscanf(strings.TrimPrefix(n, "etcd-"), "%d", &i)
-			urls = append(urls, struct {
-				client *http.Client
-				url    string
-			}{plain, c.EtcdURLs()[i] + "/health"})
+			probes = append(probes, probe{plain, c.EtcdURLs()[i] + "/health"})
 		case strings.HasPrefix(n, "kiln-apiserver"):
-			i := 0
 			fmt.Sscanf(strings.TrimPrefix(n, "kiln-apiserver-"), "%d", &i)
-			urls = append(urls, struct {
-				client *http.Client
-				url    string
-			}{kilnClient, c.KilnReplicaURLs()[i] + "/readyz"})
+			probes = append(probes, probe{kilnClient, c.KilnReplicaURLs()[i] + "/readyz"})
 		}
 	}
 	tenant := e.Tenants[tenants[0]]
 	return wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
-		for _, u := range urls {
-			resp, err := u.client.Get(u.url)
+		for _, p := range probes {
+			resp, err := p.client.Get(p.url)
 			if err != nil {
 				return false, nil
 			}
