@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -17,6 +18,7 @@ import (
 
 	gpuv1 "kiln.dev/kiln/pkg/apis/gpu/v1alpha1"
 	claimctl "kiln.dev/kiln/pkg/reconcile/claim"
+	instancectl "kiln.dev/kiln/pkg/reconcile/instance"
 	"kiln.dev/kiln/test/localcluster"
 )
 
@@ -320,6 +322,46 @@ func TestClaimLostAndPlacedAgain(t *testing.T) {
 	claimed, _, names := cardsOn(t, cs, c.Status.NodeName)
 	if claimed != 2 {
 		t.Fatalf("node %s holds %d claimed cards, want 2: %v", c.Status.NodeName, claimed, names)
+	}
+}
+
+// TestInstanceNodeLost: deleting the node of a Ready Instance makes it
+// say so (Pending, reason NodeLost, a Warning naming the node) until the
+// pod garbage collector removes the Pod, then it runs on the other node.
+func TestInstanceNodeLost(t *testing.T) {
+	ns := "e2e-node-lost"
+	controllerNamespace(t, ns)
+	claimPool(t, "a100-gone", "NVIDIA-A100-GONE", "node-gone-0", "node-gone-1")
+	cs, _ := adminClients(t)
+	mustKubectl(t, tenant(tenantA), instance("i", ns, "a100-gone", "busybox:1"), "create", "-f", "-")
+	first := waitInstance(t, ns, "i", 60*time.Second, "Ready", phaseIs(gpuv1.InstanceReady)).Status.NodeName
+	if err := cs.CoreV1().Nodes().Delete(context.Background(), first, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	lost := waitInstance(t, ns, "i", 30*time.Second, "NodeLost", func(i *gpuv1.Instance) bool {
+		c := meta.FindStatusCondition(i.Status.Conditions, gpuv1.InstanceConditionReady)
+		return i.Status.Phase == gpuv1.InstancePending && c != nil && c.Status == metav1.ConditionFalse && c.Reason == instancectl.ReasonNodeLost
+	})
+	if !strings.Contains(lost.Status.Message, first) {
+		t.Errorf("message %q does not name node %s", lost.Status.Message, first)
+	}
+	// Events are written after the status, and asynchronously.
+	var events *corev1.EventList
+	err := wait.PollUntilContextTimeout(context.Background(), 250*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		var err error
+		events, err = cs.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=i,type=Warning"})
+		return err == nil && slices.ContainsFunc(events.Items, func(e corev1.Event) bool { return strings.Contains(e.Message, first+" is gone") }), nil
+	})
+	if err != nil {
+		t.Errorf("no Warning event names node %s as gone: %+v", first, events)
+	}
+	// The pod garbage collector waits 40 s before it removes a Pod of a
+	// node that does not exist.
+	again := waitInstance(t, ns, "i", 2*time.Minute, "Ready on the other node", func(i *gpuv1.Instance) bool {
+		return i.Status.Phase == gpuv1.InstanceReady && i.Status.NodeName != "" && i.Status.NodeName != first
+	})
+	if _, others, names := cardsOn(t, cs, again.Status.NodeName); others != 1 {
+		t.Errorf("node %s runs %d cards of Pods outside Claims, want the Instance's 1: %v", again.Status.NodeName, others, names)
 	}
 }
 

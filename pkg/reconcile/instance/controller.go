@@ -189,9 +189,11 @@ func NewController(
 	)); err != nil {
 		return nil, err
 	}
-	// Pinned Instances wait for their Node to appear.
+	// Pinned Instances wait for their Node to appear; those running on a
+	// Node that goes say so.
 	if err := queue.Watch(c.queue, coreinformers.ToTypedNodeInformer(nodes).TypedInformer(), coreinformers.NodeHandlerFuncs{
-		AddFunc: func(n *corev1.Node) { c.enqueueIndexed(byNode, n.Name) },
+		AddFunc:    func(n *corev1.Node) { c.enqueueIndexed(byNode, n.Name) },
+		DeleteFunc: func(d coreinformers.DeletedNode) { c.enqueueIndexed(byRunsOn, d.GetName()) },
 	}); err != nil {
 		return nil, err
 	}

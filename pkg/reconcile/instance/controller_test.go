@@ -443,6 +443,42 @@ func TestSyncReadyAndSteady(t *testing.T) {
 	}
 }
 
+// TestSyncNodeLost: a Ready Instance whose node is deleted says so (a
+// Warning), leaves the Pod to the pod garbage collector, and creates a new
+// one once that Pod is gone.
+func TestSyncNodeLost(t *testing.T) {
+	inst := running()
+	pod := readyPod(t, inst)
+	f := newFixture(t, Options{}, inst, h100(), pod, gpuNode(),
+		ownedService(inst, nodePort("jupyter", 8888, 30001)))
+	f.sync()
+	f.wantPhase(v1alpha1.InstanceReady, ReasonPodReady)
+	f.catchUp()
+	f.events()
+
+	f.drop(gpuNode())
+	f.sync()
+	got := f.wantPhase(v1alpha1.InstancePending, ReasonNodeLost)
+	if got.Status.NodeName != "gpu-1" || len(got.Status.HostIPs) != 0 {
+		t.Errorf("nodeName %q hostIPs %v, want the lost node and no addresses", got.Status.NodeName, got.Status.HostIPs)
+	}
+	if diff := cmp.Diff([]string{"update instances/status"}, f.writes()); diff != "" {
+		t.Errorf("writes (-want +got):\n%s", diff)
+	}
+	want := "Warning Pending node gpu-1 is gone; its Pod is removed and a new one placed on another node"
+	if events := f.events(); !slices.Equal(events, []string{want}) {
+		t.Errorf("events %v, want [%s]", events, want)
+	}
+
+	f.catchUp()
+	f.drop(pod)
+	f.sync()
+	f.wantPhase(v1alpha1.InstanceStarting, ReasonStarting)
+	if !f.wrote("create", "pods") {
+		t.Errorf("no new Pod once the lost one was gone: %v", f.writes())
+	}
+}
+
 func TestSyncStopped(t *testing.T) {
 	for _, tc := range []struct {
 		name      string

@@ -30,6 +30,7 @@ const (
 	ReasonDrained           = "Drained"
 	ReasonPodOutOfDate      = "PodOutOfDate"
 	ReasonClaimNotAttached  = "ClaimNotAttached"
+	ReasonNodeLost          = "NodeLost"
 	podAdmissionErrorReason = "UnexpectedAdmissionError"
 )
 
@@ -42,6 +43,10 @@ type observed struct {
 	svc *corev1.Service
 	// node is the Node the Pod is bound to, nil when unbound or unknown.
 	node *corev1.Node
+	// nodeLost says the Pod is bound to a Node that no longer exists: the
+	// Pod runs nowhere, whatever its status still says, until the pod
+	// garbage collector removes it.
+	nodeLost bool
 	// problem, when set, is why the controller cannot run the Instance as
 	// asked: a same-named object it does not own, a missing type, an
 	// admission failure it gave up on. It makes the Instance Failed.
@@ -114,6 +119,8 @@ func computeStatus(o observed) v1alpha1.InstanceStatus {
 		st.Phase, reason, message = v1alpha1.InstanceStarting, ReasonRebuilding, o.rebuilding
 	case o.pod == nil:
 		st.Phase, reason, message = v1alpha1.InstanceStarting, ReasonStarting, "creating the Pod"
+	case o.nodeLost:
+		st.Phase, reason, message = v1alpha1.InstancePending, ReasonNodeLost, nodeLostMessage(inst, o.pod.Spec.NodeName)
 	default:
 		st.Phase, reason, message = podPhase(o.pod)
 		if st.Phase == v1alpha1.InstanceReady {
@@ -132,6 +139,14 @@ func computeStatus(o observed) v1alpha1.InstanceStatus {
 		ObservedGeneration: inst.Generation,
 	})
 	return st
+}
+
+// nodeLostMessage says what becomes of an Instance whose node is gone.
+func nodeLostMessage(inst *v1alpha1.Instance, node string) string {
+	if inst.Spec.ClaimName != "" {
+		return fmt.Sprintf("node %s is gone, and claim %s's cards with it; stop the Instance so the Claim is placed again, then start it", node, inst.Spec.ClaimName)
+	}
+	return fmt.Sprintf("node %s is gone; its Pod is removed and a new one placed on another node", node)
 }
 
 // podPhase maps the phase and conditions of a running Pod to the

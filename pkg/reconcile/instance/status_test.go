@@ -81,6 +81,7 @@ func TestComputeStatusPhase(t *testing.T) {
 		problem     *problem
 		rebuilding  string
 		claimWait   string
+		nodeLost    bool
 		wantPhase   v1alpha1.InstancePhase
 		wantReason  string
 		wantMessage string
@@ -185,6 +186,27 @@ func TestComputeStatusPhase(t *testing.T) {
 		problem:   conflict,
 		claimWait: "waiting for claim reserved, which is Bound",
 		wantPhase: v1alpha1.InstanceFailed, wantReason: ReasonNameConflict, wantMessage: "Pod tenant-a/train already exists",
+	}, {
+		// Nothing updates a Pod whose node was deleted: it still says
+		// Ready until the pod garbage collector removes it.
+		name:      "ready on a node that is gone",
+		pod:       podOn(corev1.PodRunning, scheduled(), ready()),
+		nodeLost:  true,
+		wantPhase: v1alpha1.InstancePending, wantReason: ReasonNodeLost,
+		wantMessage: "node gpu-1 is gone; its Pod is removed and a new one placed on another node",
+	}, {
+		name:      "on a Claim, on a node that is gone",
+		setup:     func(i *v1alpha1.Instance) { i.Spec.ClaimName = "reserved" },
+		pod:       podOn(corev1.PodRunning, scheduled(), ready()),
+		nodeLost:  true,
+		wantPhase: v1alpha1.InstancePending, wantReason: ReasonNodeLost,
+		wantMessage: "node gpu-1 is gone, and claim reserved's cards with it; stop the Instance so the Claim is placed again, then start it",
+	}, {
+		name:      "stopping on a node that is gone",
+		setup:     func(i *v1alpha1.Instance) { i.Spec.Stopped = true },
+		pod:       podOn(corev1.PodRunning, scheduled(), ready()),
+		nodeLost:  true,
+		wantPhase: v1alpha1.InstanceStopping, wantReason: ReasonStopping, wantMessage: "the Pod is being deleted",
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
 			inst := sized("h100")
@@ -192,7 +214,7 @@ func TestComputeStatusPhase(t *testing.T) {
 			if tc.setup != nil {
 				tc.setup(inst)
 			}
-			st := computeStatus(observed{inst: inst, pod: tc.pod, problem: tc.problem, rebuilding: tc.rebuilding, claimWait: tc.claimWait})
+			st := computeStatus(observed{inst: inst, pod: tc.pod, problem: tc.problem, rebuilding: tc.rebuilding, claimWait: tc.claimWait, nodeLost: tc.nodeLost})
 			if st.Phase != tc.wantPhase || st.Message != tc.wantMessage {
 				t.Errorf("phase %q message %q, want %q %q", st.Phase, st.Message, tc.wantPhase, tc.wantMessage)
 			}

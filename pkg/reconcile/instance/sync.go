@@ -125,7 +125,7 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) (time.Durat
 		if err != nil && !apierrors.IsNotFound(err) {
 			return 0, err
 		}
-		o.node = node
+		o.node, o.nodeLost = node, apierrors.IsNotFound(err)
 		nd, err := c.devices.Get(o.pod.Spec.NodeName)
 		if err != nil && !apierrors.IsNotFound(err) {
 			return 0, err
