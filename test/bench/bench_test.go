@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -73,7 +74,9 @@ func BenchmarkCreateToReady(b *testing.B) {
 // startCluster starts a local control plane in _output/<name> that logs to
 // stderr, and returns it with admin clients under the benchmark's client
 // rate limit. It runs the binaries of _output/bin, or of BENCH_BIN_DIR to
-// compare others (say, from before a change) on the same harness.
+// compare others (say, from before a change) on the same harness, and
+// adds BENCH_KILN_FLAGS to kiln-apiserver's flags and
+// BENCH_CONTROLLER_FLAGS to kiln-controller's (the last of a flag wins).
 func startCluster(b *testing.B, name string, opts localcluster.Options) (*localcluster.Cluster, kubernetes.Interface, versioned.Interface) {
 	b.Helper()
 	root, err := filepath.Abs(filepath.Join("..", ".."))
@@ -84,6 +87,8 @@ func startCluster(b *testing.B, name string, opts localcluster.Options) (*localc
 	if d := os.Getenv("BENCH_BIN_DIR"); d != "" {
 		opts.BinDir = d
 	}
+	opts.KilnFlags = append(opts.KilnFlags, strings.Fields(os.Getenv("BENCH_KILN_FLAGS"))...)
+	opts.ControllerFlags = append(opts.ControllerFlags, strings.Fields(os.Getenv("BENCH_CONTROLLER_FLAGS"))...)
 	opts.Log = os.Stderr
 	c, err := localcluster.Start(context.Background(), opts)
 	if err != nil {

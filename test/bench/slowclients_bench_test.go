@@ -44,14 +44,12 @@ const (
 // 500 instances/log?follow=true streams and 1,000 watches on Instances open
 // through the aggregator. tenant-a's clients are slow: each reads at most
 // 512 bytes a second of a log that grows by a line every 100 ms.
-// BENCH_BIN_DIR runs other binaries on the same harness, and
 // BENCH_KILN_FLAGS adds kiln-apiserver flags (say,
 // --max-log-follows-per-user=0).
 func BenchmarkSlowClients(b *testing.B) {
 	ctx := context.Background()
 	c, _, admin := startCluster(b, "bench-slow-clients", localcluster.Options{
 		Nodes: inventory()[:2], Tenants: []string{"tenant-a", "tenant-b"},
-		KilnFlags: strings.Fields(os.Getenv("BENCH_KILN_FLAGS")),
 	})
 	defer c.Stop()
 	createBenchType(b, admin)

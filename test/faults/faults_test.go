@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -78,6 +79,12 @@ func TestFaults(t *testing.T) {
 	go c.Supervise(superviseCtx)
 
 	env := newEnv(t, c)
+	// go test shows a passing test's output only with -v: the suite's own
+	// account of what it did goes to a file as well.
+	if f, err := os.Create(filepath.Join(dir, "suite.log")); err == nil {
+		defer f.Close()
+		env.Log = io.MultiWriter(os.Stderr, f)
+	}
 	setUp(t, c, env)
 
 	etcdMembers := []string{"etcd", "etcd-1", "etcd-2"}
@@ -85,7 +92,7 @@ func TestFaults(t *testing.T) {
 	var rows []Row
 	run := func(row Row) {
 		rows = append(rows, row)
-		fmt.Fprintf(os.Stderr, "faults: %s: %+v\n", row.Fault, row)
+		fmt.Fprintf(env.Log, "faults: %s: %+v\n", row.Fault, row)
 		if err := env.Cleanup(ctx, append(slices.Clone(tenants), "churn")); err != nil {
 			t.Errorf("cleaning up after %s: %v", row.Fault, err)
 		}
