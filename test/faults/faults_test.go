@@ -83,7 +83,7 @@ func TestFaults(t *testing.T) {
 	// account of what it did goes to a file as well.
 	if f, err := os.Create(filepath.Join(dir, "suite.log")); err == nil {
 		defer f.Close()
-		env.Log = io.MultiWriter(os.Stderr, f)
+		env.Log = io.MultiWriter(os.Stderr, stamped{f})
 	}
 	setUp(t, c, env)
 
@@ -155,6 +155,17 @@ func TestFaults(t *testing.T) {
 			t.Errorf("%s: injected %d times, want %d", r.Fault, r.Injected, rounds)
 		}
 	}
+}
+
+// stamped prefixes each write, one line of the suite's account, with the
+// time, so a slow row shows where it spent its minutes.
+type stamped struct{ w io.Writer }
+
+func (s stamped) Write(p []byte) (int, error) {
+	if _, err := fmt.Fprintf(s.w, "%s %s", time.Now().Format(time.TimeOnly), p); err != nil {
+		return 0, err
+	}
+	return len(p), nil
 }
 
 func newEnv(t *testing.T, c *localcluster.Cluster) *Env {
