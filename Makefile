@@ -120,7 +120,7 @@ integration:
 # tests; test/cmd/kiln-up runs `make up` and `make down` themselves.
 e2e: control-plane build $(BIN)/kiln-up
 	cd test && go test -count=1 -timeout=40m $$(go list ./... | grep -v '/test/faults$$')
-	cd test && go test -count=1 -run='^TestObjectModel$$' ./faults/
+	cd test && go test -count=1 -run='^(TestObjectModel|TestClassify)$$' ./faults/
 
 # The fault suite (test/faults): a local cluster with a 3-member etcd and
 # two Kiln replicas; etcd, one member, one replica, kube-apiserver, a node

@@ -68,6 +68,9 @@ type opOutput struct {
 	// Obj is what the server returned with ok: the object after a write,
 	// or what a get read.
 	Obj objState
+	// unsent: refused because no connection was made. The model does not
+	// look at it; the load backs off.
+	unsent bool
 }
 
 // history collects the operations of every load client, with call and
@@ -238,8 +241,7 @@ func (h *history) linearizable(timeout time.Duration) (illegal, undecided []stri
 	return illegal, undecided
 }
 
-// counts are the history's acknowledged writes, per key, and how many
-// requests came back with a 5xx or no answer.
+// writesByKey counts the history's acknowledged writes per key.
 func (h *history) writesByKey() map[string]int {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -248,6 +250,21 @@ func (h *history) writesByKey() map[string]int {
 		in, out := op.Input.(opInput), op.Output.(opOutput)
 		if in.Kind != opGet && out.Outcome == ok {
 			n[in.Key]++
+		}
+	}
+	return n
+}
+
+// unknownByKey counts, per key, the requests whose outcome is unknown: each
+// stays pending to the end of the history, and they are what makes a
+// history hard to order.
+func (h *history) unknownByKey() map[string]int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	n := map[string]int{}
+	for _, op := range h.ops {
+		if op.Output.(opOutput).Outcome == unknown {
+			n[op.Input.(opInput).Key]++
 		}
 	}
 	return n

@@ -1,8 +1,16 @@
 package faults
 
 import (
+	"errors"
+	"io"
 	"math"
+	"net"
+	"net/url"
+	"syscall"
 	"testing"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/anishathalye/porcupine"
 )
@@ -76,6 +84,41 @@ func TestObjectModel(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			if got := porcupine.CheckOperations(objectModel.ToModel(), tt.ops); got != tt.want {
 				t.Errorf("linearizable = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+// TestClassify: only an answer that names the object says something about
+// it, and only a request that never left says it did nothing.
+func TestClassify(t *testing.T) {
+	refusedDial := &url.Error{Op: "Post", URL: "https://127.0.0.1:1", Err: &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}}
+	brokenRead := &url.Error{Op: "Post", URL: "https://127.0.0.1:1", Err: &net.OpError{Op: "read", Net: "tcp", Err: syscall.ECONNRESET}}
+	gr := schema.GroupResource{Group: "gpu.kiln.dev", Resource: "instances"}
+	tests := []struct {
+		name   string
+		err    error
+		want   outcome
+		unsent bool
+	}{
+		{"success", nil, ok, false},
+		{"connection refused", refusedDial, refused, true},
+		{"connection reset mid-request", brokenRead, unknown, false},
+		{"end of stream", io.ErrUnexpectedEOF, unknown, false},
+		{"server error", apierrors.NewInternalError(errors.New("boom")), unknown, false},
+		{"timeout", apierrors.NewTimeoutError("slow", 1), unknown, false},
+		{"not found, this object", apierrors.NewNotFound(gr, "a"), notFound, false},
+		{"not found, another name", apierrors.NewNotFound(gr, "b"), refused, false},
+		{"exists, this object", apierrors.NewAlreadyExists(gr, "a"), exists, false},
+		{"over budget", apierrors.NewForbidden(gr, "a", errors.New("budget")), refused, false},
+		{"conflict", apierrors.NewConflict(gr, "a", errors.New("changed")), refused, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			l := &load{}
+			got := l.classify(tt.err, "instances", "a")
+			if got.Outcome != tt.want || got.unsent != tt.unsent {
+				t.Errorf("classify = %v (unsent %v), want %v (unsent %v)", got.Outcome, got.unsent, tt.want, tt.unsent)
 			}
 		})
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"net"
 	"net/http"
 	"strconv"
 	"sync"
@@ -122,6 +123,10 @@ func (l *load) one(ctx context.Context, kiln versioned.Interface, ns string, cli
 		}
 	}
 	l.hist.add(client, in, call, out)
+	if out.Outcome == unknown || out.unsent {
+		// A client backs off from a server that is not there.
+		sleep(ctx, 100*time.Millisecond)
+	}
 }
 
 // do sends one request; obj is what came back.
@@ -206,6 +211,14 @@ func (l *load) classify(err error, resource, name string) opOutput {
 	}
 	var status apierrors.APIStatus
 	if !errors.As(err, &status) {
+		// A connection that was never made carried no request: while
+		// kube-apiserver is down every request is refused this way, and
+		// counting those as unknown leaves hundreds of writes pending for
+		// ever, more than the checker can order in its time.
+		var op *net.OpError
+		if errors.As(err, &op) && op.Op == "dial" {
+			return opOutput{Outcome: refused, unsent: true}
+		}
 		return opOutput{Outcome: unknown}
 	}
 	st := status.Status()
