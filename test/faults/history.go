@@ -68,9 +68,6 @@ type opOutput struct {
 	// Obj is what the server returned with ok: the object after a write,
 	// or what a get read.
 	Obj objState
-	// unsent: refused because no connection was made. The model does not
-	// look at it; the load backs off.
-	unsent bool
 }
 
 // history collects the operations of every load client, with call and

@@ -2,12 +2,15 @@ package faults
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"math"
+	"math/rand/v2"
 	"net"
 	"net/url"
 	"syscall"
 	"testing"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -116,10 +119,66 @@ func TestClassify(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			l := &load{}
-			got := l.classify(tt.err, "instances", "a")
-			if got.Outcome != tt.want || got.unsent != tt.unsent {
-				t.Errorf("classify = %v (unsent %v), want %v (unsent %v)", got.Outcome, got.unsent, tt.want, tt.unsent)
+			if got := l.classify(tt.err, "instances", "a").Outcome; got != tt.want {
+				t.Errorf("classify = %v, want %v", got, tt.want)
+			}
+			if got := notSent(tt.err); got != tt.unsent {
+				t.Errorf("notSent = %v, want %v", got, tt.unsent)
 			}
 		})
 	}
+}
+
+// BenchmarkLinearizablePending times the checker on one object's history
+// of 300 answered requests and n more that never answered, each pending
+// to the end of the history, as a writer looping on a dead server leaves.
+func BenchmarkLinearizablePending(b *testing.B) {
+	for _, n := range []int{0, 200, 1000} {
+		b.Run(fmt.Sprintf("pending=%d", n), func(b *testing.B) {
+			ops := pendingHistory(300, n)
+			for b.Loop() {
+				if got := porcupine.CheckOperationsTimeout(objectModel.ToModel(), ops, time.Minute); got != porcupine.Ok {
+					b.Fatalf("check = %v, want Ok", got)
+				}
+			}
+		})
+	}
+}
+
+// pendingHistory is one writer's requests in turn, each answered as a
+// store would, with n unanswered ones after the first hundred.
+func pendingHistory(answered, n int) []porcupine.Operation {
+	rng := rand.New(rand.NewPCG(1, 2))
+	kinds := []opKind{opGet, opCreate, opUpdate, opStop, opStart, opDelete}
+	var ops []porcupine.Operation
+	var now int64
+	var st objState
+	for i := range answered + n {
+		in := opInput{Key: "instances/t/a", Kind: kinds[rng.IntN(len(kinds))], Value: fmt.Sprint(i)}
+		if i >= 100 && i < 100+n {
+			ops = append(ops, porcupine.Operation{Input: in, Call: now, Return: math.MaxInt64, Output: opOutput{Outcome: unknown}})
+			now += 2
+			continue
+		}
+		// A deleted object is gone by the next request.
+		if st.Deleting {
+			st = objState{}
+		}
+		var out opOutput
+		next, applies := effect(st, in)
+		switch {
+		case in.Kind == opGet && st.Present:
+			out = opOutput{Outcome: ok, Obj: st}
+		case in.Kind == opGet || (!applies && !st.Present):
+			out = opOutput{Outcome: notFound}
+		case !applies:
+			out = opOutput{Outcome: exists}
+		default:
+			st = next[0]
+			out = opOutput{Outcome: ok, Obj: st}
+		}
+		ops = append(ops, porcupine.Operation{Input: in, Call: now, Return: now + 1, Output: out})
+		now += 2
+	}
+	return ops
 }

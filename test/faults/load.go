@@ -123,7 +123,7 @@ func (l *load) one(ctx context.Context, kiln versioned.Interface, ns string, cli
 		}
 	}
 	l.hist.add(client, in, call, out)
-	if out.Outcome == unknown || out.unsent {
+	if out.Outcome == unknown || notSent(err) {
 		// A client backs off from a server that is not there.
 		sleep(ctx, 100*time.Millisecond)
 	}
@@ -211,13 +211,11 @@ func (l *load) classify(err error, resource, name string) opOutput {
 	}
 	var status apierrors.APIStatus
 	if !errors.As(err, &status) {
-		// A connection that was never made carried no request: while
-		// kube-apiserver is down every request is refused this way, and
-		// counting those as unknown leaves hundreds of writes pending for
-		// ever, more than the checker can order in its time.
-		var op *net.OpError
-		if errors.As(err, &op) && op.Op == "dial" {
-			return opOutput{Outcome: refused, unsent: true}
+		// While kube-apiserver is down every request is refused this way;
+		// counted as unknown, each would stay pending to the end of the
+		// history, more than the checker can order in its time.
+		if notSent(err) {
+			return opOutput{Outcome: refused}
 		}
 		return opOutput{Outcome: unknown}
 	}
@@ -237,4 +235,11 @@ func (l *load) classify(err error, resource, name string) opOutput {
 		return opOutput{Outcome: refused}
 	}
 	return opOutput{Outcome: unknown}
+}
+
+// notSent says the request never left: no connection was made, so it
+// carried nothing to a server.
+func notSent(err error) bool {
+	var op *net.OpError
+	return errors.As(err, &op) && op.Op == "dial"
 }

@@ -30,7 +30,7 @@ var instanceTypes = schema.GroupVersionResource{Group: "gpu.kiln.dev", Version: 
 // members keep a quorum.
 func TestReplicasOutliveAKill(t *testing.T) {
 	if testing.Short() {
-		t.Skip("starts a local control plane")
+		t.Skip("-short: starts a local control plane; make e2e runs it without -short")
 	}
 	root, err := filepath.Abs("../..")
 	if err != nil {
