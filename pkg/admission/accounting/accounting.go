@@ -221,11 +221,20 @@ func InstanceHolds(inst *gpu.Instance) bool {
 	return true
 }
 
-// ClaimCharged says whether a Claim in this phase holds a charge. A new
-// Claim has no phase yet and is Pending. A Lost Claim is still charged: it
-// waits to be placed again and takes its cards back when it is, so
+// ClaimCharged says whether a Claim holds a charge: its phase holds or
+// waits for cards (ClaimPhaseCharged), or its status still names the node
+// it held on. kiln-controller clears status.nodeName of an Expired Claim
+// only once its holder Pod is gone: a holder still Terminating may still
+// run on the cards, and they stay charged until it is gone.
+func ClaimCharged(c *gpu.Claim) bool {
+	return ClaimPhaseCharged(c.Status.Phase) || c.Status.NodeName != ""
+}
+
+// ClaimPhaseCharged says whether a Claim in this phase holds a charge. A
+// new Claim has no phase yet and is Pending. A Lost Claim is still charged:
+// it waits to be placed again and takes its cards back when it is, so
 // releasing its charge would let the namespace spend those cards twice.
-func ClaimCharged(phase gpu.ClaimPhase) bool {
+func ClaimPhaseCharged(phase gpu.ClaimPhase) bool {
 	switch phase {
 	case "", gpu.ClaimPending, gpu.ClaimBound, gpu.ClaimAttached, gpu.ClaimLost:
 		return true
@@ -276,11 +285,12 @@ func ClaimCovers(c *gpu.Claim, req Request) error {
 }
 
 // ClaimHolds says whether a Claim carries the charge of an Instance asking
-// req: it covers the request and is itself charged. An Instance it does
+// req: it covers the request and its phase is charged. An Instance it does
 // not cover is charged in full, beside the Claim. ClaimAttach admits no
-// such Instance; one stored before it existed is charged all the same.
+// such Instance; one stored before it existed is charged all the same. An
+// Expired Claim whose holder is still going carries only its own charge.
 func ClaimHolds(c *gpu.Claim, req Request) bool {
-	return ClaimCharged(c.Status.Phase) && ClaimCovers(c, req) == nil
+	return ClaimPhaseCharged(c.Status.Phase) && ClaimCovers(c, req) == nil
 }
 
 func claimHolding(c *gpu.Claim) string {

@@ -1,6 +1,7 @@
 package accounting
 
 import (
+	"fmt"
 	"reflect"
 	"testing"
 
@@ -336,20 +337,25 @@ func TestRequestReaders(t *testing.T) {
 func TestClaimCharged(t *testing.T) {
 	cases := []struct {
 		phase gpu.ClaimPhase
+		node  string
 		want  bool
 	}{
 		{phase: "", want: true},
 		{phase: gpu.ClaimPending, want: true},
-		{phase: gpu.ClaimBound, want: true},
-		{phase: gpu.ClaimAttached, want: true},
+		{phase: gpu.ClaimBound, node: "gpu-1", want: true},
+		{phase: gpu.ClaimAttached, node: "gpu-1", want: true},
 		{phase: gpu.ClaimLost, want: true},
 		{phase: gpu.ClaimExpired},
+		// Its holder has not been seen gone yet.
+		{phase: gpu.ClaimExpired, node: "gpu-1", want: true},
 		{phase: "Unknown"},
 	}
 	for _, tc := range cases {
-		t.Run("phase "+string(tc.phase), func(t *testing.T) {
-			if got := ClaimCharged(tc.phase); got != tc.want {
-				t.Errorf("ClaimCharged(%q) = %v, want %v", tc.phase, got, tc.want)
+		t.Run(fmt.Sprintf("phase %s on %q", tc.phase, tc.node), func(t *testing.T) {
+			c := cardsClaim(1)
+			c.Status.Phase, c.Status.NodeName = tc.phase, tc.node
+			if got := ClaimCharged(c); got != tc.want {
+				t.Errorf("ClaimCharged(%+v) = %v, want %v", c.Status, got, tc.want)
 			}
 		})
 	}
@@ -412,6 +418,7 @@ func TestClaimCovers(t *testing.T) {
 // covers all of it; otherwise it is charged in full.
 func TestClaimHolds(t *testing.T) {
 	phased := func(c *gpu.Claim, p gpu.ClaimPhase) *gpu.Claim { c.Status.Phase = p; return c }
+	onNode := func(c *gpu.Claim, n string) *gpu.Claim { c.Status.NodeName = n; return c }
 	cases := []struct {
 		name  string
 		claim *gpu.Claim
@@ -421,6 +428,7 @@ func TestClaimHolds(t *testing.T) {
 		{name: "covered on a new Claim", claim: cardsClaim(2), req: Request{Type: "h100", Cards: ptr.To(int32(2))}, want: true},
 		{name: "covered on a Lost Claim", claim: phased(cardsClaim(2), gpu.ClaimLost), req: Request{Type: "h100", Cards: ptr.To(int32(1))}, want: true},
 		{name: "covered on an Expired Claim", claim: phased(cardsClaim(2), gpu.ClaimExpired), req: Request{Type: "h100", Cards: ptr.To(int32(1))}},
+		{name: "covered on an Expired Claim whose holder is going", claim: onNode(phased(cardsClaim(2), gpu.ClaimExpired), "gpu-1"), req: Request{Type: "h100", Cards: ptr.To(int32(1))}},
 		{name: "eight cards on one", claim: phased(cardsClaim(1), gpu.ClaimBound), req: Request{Type: "h100", Cards: ptr.To(int32(8))}},
 		{name: "eight cards on a partition", claim: phased(partitionClaim("1g.10gb"), gpu.ClaimAttached), req: Request{Type: "h100", Cards: ptr.To(int32(8))}},
 		{name: "the partition held", claim: phased(partitionClaim("1g.10gb"), gpu.ClaimAttached), req: Request{Type: "h100", Partition: "1g.10gb"}, want: true},

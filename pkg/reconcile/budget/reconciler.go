@@ -242,7 +242,7 @@ func (r *Reconciler) storedCharges(ctx context.Context, ns string) (map[types.UI
 		}
 		claimsByName[c.Name] = c
 		s := stored{kind: "Claim", name: c.Name, rv: c.ResourceVersion}
-		if accounting.ClaimCharged(c.Status.Phase) {
+		if accounting.ClaimCharged(c) {
 			if s.charge, err = r.chargeOf(accounting.ClaimRequest(&c.Spec)); err != nil {
 				return nil, err
 			}

@@ -106,6 +106,12 @@ func resourceVersion(rv string) func(*v1alpha1.Instance) {
 	return func(i *v1alpha1.Instance) { i.ResourceVersion = rv }
 }
 
+// held is c with its status naming the node it holds on.
+func held(c *v1alpha1.Claim, node string) *v1alpha1.Claim {
+	c.Status.NodeName = node
+	return c
+}
+
 func claim(name, typ string, cards int32, phase v1alpha1.ClaimPhase) *v1alpha1.Claim {
 	return &v1alpha1.Claim{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, UID: types.UID("uid-" + name), ResourceVersion: "41"},
@@ -309,6 +315,11 @@ func TestReconcileRecount(t *testing.T) {
 			objects: []runtime.Object{claim("held", "h100", 2, v1alpha1.ClaimExpired), instance("train", 2, onClaim("held"))},
 			budgets: []*v1alpha1.Budget{budget("team", list("accelerators", "8", "instances", "4"), nil)},
 			want:    map[string]v1alpha1.BudgetStatus{"team": {Used: list("accelerators", "2", "instances", "1")}},
+			writes:  map[string]int{"team": 1}},
+		{name: "an Expired Claim whose holder is not seen gone (status names its node) is counted",
+			objects: []runtime.Object{held(claim("going", "h100", 2, v1alpha1.ClaimExpired), "gpu-1"), claim("gone", "h100", 4, v1alpha1.ClaimExpired)},
+			budgets: []*v1alpha1.Budget{budget("team", list("accelerators", "8"), nil)},
+			want:    map[string]v1alpha1.BudgetStatus{"team": {Used: list("accelerators", "2")}},
 			writes:  map[string]int{"team": 1}},
 		{name: "an Instance on a Claim of another type is counted besides the Claim",
 			objects: []runtime.Object{claim("held", "a10", 1, v1alpha1.ClaimBound), instance("train", 2, onClaim("held"))},

@@ -63,6 +63,9 @@ const (
 	ReasonExpired  = "Expired"
 	// ReasonInstanceRunning: a deleted Claim waits for its Instance to stop.
 	ReasonInstanceRunning = "InstanceRunning"
+	// ReasonHolderTerminating: the holder of a deleted or Expired Claim is
+	// still there past its grace period; the Claim stays charged meanwhile.
+	ReasonHolderTerminating = "HolderTerminating"
 )
 
 // Options tune the loop.

@@ -37,7 +37,8 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) (time.Durat
 		return 0, err
 	}
 	if cl.DeletionTimestamp != nil {
-		return 0, c.finalize(ctx, cl, holder, inst)
+		s := &step{cl: cl, st: *cl.Status.DeepCopy(), holder: holder, inst: inst, now: metav1.NewTime(c.now())}
+		return s.after, c.finalize(ctx, s)
 	}
 	if !slices.Contains(cl.Finalizers, v1alpha1.ClaimFinalizer) {
 		cp := cl.DeepCopy()
@@ -245,14 +246,72 @@ func (c *Controller) expire(ctx context.Context, s *step) error {
 	return c.release(ctx, s)
 }
 
-// release lets go of everything an Expired Claim held.
+// release lets go of everything an Expired Claim held. Its status keeps
+// naming the node and devices, and so its charge, until the holder is gone.
 func (c *Controller) release(ctx context.Context, s *step) error {
-	s.st.NodeName, s.st.Devices, s.st.AttachedTo = "", nil, ""
+	s.st.AttachedTo = ""
 	s.wait("", "")
-	if s.holder != nil && s.holder.DeletionTimestamp == nil {
-		return c.deleteHolder(ctx, s.holder, false)
+	if s.st.NodeName == "" && s.holder == nil {
+		return nil
 	}
+	gone, err := c.releaseHolder(ctx, s)
+	if err != nil || !gone {
+		return err
+	}
+	s.st.NodeName, s.st.Devices = "", nil
 	return nil
+}
+
+// holderStuckAfter is how long past its deletion deadline (the deletion
+// timestamp, which includes the grace period) a holder may stay before the
+// Claim says it is stuck. A kubelet that stops the container confirms
+// within seconds.
+const holderStuckAfter = 30 * time.Second
+
+// releaseHolder deletes the Claim's holder and says whether it is gone.
+// What the holder held stays charged until then, since a Terminating Pod
+// may still run on the cards: so the cache's word that none is left is
+// checked with the API server, the Claim looks again until the Pod is
+// gone, and says so when that takes longer than the kubelet should.
+func (c *Controller) releaseHolder(ctx context.Context, s *step) (bool, error) {
+	if h := s.holder; h != nil {
+		if h.DeletionTimestamp == nil {
+			// A lost node's kubelet cannot confirm a graceful end.
+			return false, c.deleteHolder(ctx, h, s.cl.Status.Phase == v1alpha1.ClaimLost)
+		}
+		c.waitTerminating(s, h)
+		return false, nil
+	}
+	live, err := c.kube.CoreV1().Pods(s.cl.Namespace).Get(ctx, HolderName(s.cl), metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return true, nil
+	case err != nil:
+		return false, err
+	case !controlledBy(live, s.cl):
+		return true, nil
+	}
+	// Made moments ago and not in the cache yet: its events wake us.
+	s.requeue(time.Second)
+	return false, nil
+}
+
+// waitTerminating looks again when the holder should be gone, and from
+// then on says, in the Waiting condition and an Event, that it is not.
+func (c *Controller) waitTerminating(s *step, h *corev1.Pod) {
+	stuck := h.DeletionTimestamp.Add(holderStuckAfter)
+	if left := stuck.Sub(s.now.Time); left > 0 {
+		s.requeue(left)
+		return
+	}
+	node := h.Spec.NodeName
+	if node == "" {
+		node = "no node"
+	}
+	s.wait(ReasonHolderTerminating, fmt.Sprintf(
+		"holder Pod %s on %s was to be gone by %s and is still Terminating; the Claim keeps its charge until it is gone: check the node's kubelet, or delete the Node if it is gone for good",
+		h.Name, node, h.DeletionTimestamp.UTC().Format(time.RFC3339)))
+	s.requeue(recheck)
 }
 
 // lost handles a Claim whose node is gone or NotReady past the grace: it
@@ -470,30 +529,32 @@ func (c *Controller) deleteHolder(ctx context.Context, pod *corev1.Pod, force bo
 	return client404(c.kube.CoreV1().Pods(pod.Namespace).Delete(ctx, pod.Name, opts))
 }
 
-// finalize lets a deleted Claim go once no running Instance uses it, after
-// deleting its holder.
-func (c *Controller) finalize(ctx context.Context, cl *v1alpha1.Claim, holder *corev1.Pod, inst *v1alpha1.Instance) error {
+// finalize lets a deleted Claim go once no running Instance uses it and
+// its holder Pod is gone: the Claim's charge ends with its finalizer.
+func (c *Controller) finalize(ctx context.Context, s *step) error {
+	cl := s.cl
 	if !slices.Contains(cl.Finalizers, v1alpha1.ClaimFinalizer) {
 		return nil
 	}
-	if inst != nil {
-		s := &step{cl: cl, st: *cl.Status.DeepCopy(), now: metav1.NewTime(c.now())}
+	if s.inst != nil {
 		msg := fmt.Sprintf("the Claim is being deleted and waits for Instance %s, which runs on it, to stop: "+
-			`kubectl -n %s patch instances.gpu.kiln.dev %s --type=merge -p '{"spec":{"stopped":true}}'`+", or delete the Instance", inst.Name, cl.Namespace, inst.Name)
+			`kubectl -n %s patch instances.gpu.kiln.dev %s --type=merge -p '{"spec":{"stopped":true}}'`+", or delete the Instance", s.inst.Name, cl.Namespace, s.inst.Name)
 		if WaitingReason(cl) != ReasonInstanceRunning {
 			s.events = append(s.events, event{corev1.EventTypeWarning, ReasonInstanceRunning, msg})
 		}
 		s.wait(ReasonInstanceRunning, msg)
 		return c.writeStatus(ctx, cl, s)
 	}
-	if holder != nil && holder.DeletionTimestamp == nil {
-		if err := c.deleteHolder(ctx, holder, false); err != nil {
-			return err
-		}
+	gone, err := c.releaseHolder(ctx, s)
+	if err != nil {
+		return err
+	}
+	if !gone {
+		return c.writeStatus(ctx, cl, s)
 	}
 	cp := cl.DeepCopy()
 	cp.Finalizers = slices.DeleteFunc(cp.Finalizers, func(f string) bool { return f == v1alpha1.ClaimFinalizer })
-	_, err := c.kiln.GpuV1alpha1().Claims(cl.Namespace).Update(ctx, cp, metav1.UpdateOptions{FieldManager: FieldManager})
+	_, err = c.kiln.GpuV1alpha1().Claims(cl.Namespace).Update(ctx, cp, metav1.UpdateOptions{FieldManager: FieldManager})
 	return client404(err)
 }
 

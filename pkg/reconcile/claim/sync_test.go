@@ -536,11 +536,20 @@ func TestSyncExpiry(t *testing.T) {
 			if diff := cmp.Diff([]podDelete{{Name: h.Name, UID: h.UID}}, deletes); diff != "" {
 				t.Errorf("holder deletes (-want +got):\n%s", diff)
 			}
-			if got.Status.NodeName != "" || got.Status.Devices != nil {
-				t.Errorf("expired status %+v still names the node or devices", got.Status)
+			// Until its holder is gone, it names what the holder held, and
+			// so stays charged.
+			if got.Status.NodeName != "gpu-1" || len(got.Status.Devices) != 4 {
+				t.Errorf("expired status %+v no longer names the node and devices while its holder is there", got.Status)
 			}
 			if !hasEvent(events, "Normal Expired No Instance attached for 1h0m0s") {
 				t.Errorf("events %v, want Expired", events)
+			}
+			f.catchUp()
+			f.sync()
+			got = f.claim("train")
+			wantState(t, got, v1alpha1.ClaimExpired, "")
+			if got.Status.NodeName != "" || got.Status.Devices != nil {
+				t.Errorf("expired status %+v still names the node or devices once its holder is gone", got.Status)
 			}
 
 			// Expired is final: it is not placed again.
@@ -1090,8 +1099,8 @@ func TestSyncDeletion(t *testing.T) {
 	}{
 		{name: "an Instance runs on it: kept, and told", inst: instance("job", "train"), wantKept: true},
 		{name: "an Instance runs on it, already told: kept quietly", inst: instance("job", "train"), told: true, wantKept: true},
-		{name: "its Instance stopped: released", inst: instance("job", "train", stopped)},
-		{name: "no Instance: released"},
+		{name: "its Instance stopped: released once the holder is gone", inst: instance("job", "train", stopped)},
+		{name: "no Instance: released once the holder is gone"},
 		{name: "no Instance and no holder: released", noHolder: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -1113,16 +1122,19 @@ func TestSyncDeletion(t *testing.T) {
 			f := newFixture(t, objs...)
 			f.sync()
 
-			got, err := f.kiln.GpuV1alpha1().Claims(tenant).Get(t.Context(), "train", metav1.GetOptions{})
-			if err != nil && !apierrors.IsNotFound(err) {
-				t.Fatal(err)
+			kept := func() (*v1alpha1.Claim, bool) {
+				got, err := f.kiln.GpuV1alpha1().Claims(tenant).Get(t.Context(), "train", metav1.GetOptions{})
+				if err != nil && !apierrors.IsNotFound(err) {
+					t.Fatal(err)
+				}
+				return got, err == nil && slices.Contains(got.Finalizers, v1alpha1.ClaimFinalizer)
 			}
-			kept := err == nil && slices.Contains(got.Finalizers, v1alpha1.ClaimFinalizer)
-			if kept != tc.wantKept {
-				t.Fatalf("finalizer kept: %v, want %v", kept, tc.wantKept)
-			}
+			got, isKept := kept()
 			events := f.events()
 			if tc.wantKept {
+				if !isKept {
+					t.Fatal("finalizer removed under a running Instance")
+				}
 				wantState(t, got, v1alpha1.ClaimAttached, ReasonInstanceRunning)
 				if !strings.Contains(WaitingMessage(got), "waits for Instance job") {
 					t.Errorf("message %q, want it to name the Instance", WaitingMessage(got))
@@ -1135,17 +1147,126 @@ func TestSyncDeletion(t *testing.T) {
 				}
 				return
 			}
-			var want []podDelete
-			if !tc.noHolder {
-				want = []podDelete{{Name: h.Name, UID: h.UID}}
-			}
-			if diff := cmp.Diff(want, f.podDeletes()); diff != "" {
-				t.Errorf("holder deletes (-want +got):\n%s", diff)
-			}
 			if len(events) != 0 {
 				t.Errorf("events %v", events)
 			}
+			if !tc.noHolder {
+				if diff := cmp.Diff([]podDelete{{Name: h.Name, UID: h.UID}}, f.podDeletes()); diff != "" {
+					t.Errorf("holder deletes (-want +got):\n%s", diff)
+				}
+				// The Claim's charge ends with its finalizer: not before the
+				// holder is seen gone.
+				if !isKept {
+					t.Fatal("finalizer removed while the holder was there")
+				}
+				f.catchUp()
+				f.sync()
+				_, isKept = kept()
+			}
+			if isKept {
+				t.Error("finalizer kept with no holder and no Instance")
+			}
 		})
+	}
+}
+
+// A deleted or Expired Claim whose holder stays Terminating (a kubelet that
+// never confirms) keeps its charge for as long as the holder is there,
+// looks again when it should be gone, and then says it is stuck, once.
+func TestSyncHolderStuckTerminating(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		deleted bool
+		phase   v1alpha1.ClaimPhase
+	}{
+		{name: "deleted Claim", deleted: true, phase: v1alpha1.ClaimBound},
+		{name: "Expired Claim", phase: v1alpha1.ClaimExpired},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cl, h := held(newClaim("train", 4), "gpu-1")
+			cl.Status.Phase = tc.phase
+			if tc.deleted {
+				cl.DeletionTimestamp = ptr.To(metav1.NewTime(start))
+			}
+			// Deleted a moment ago with its 1 s of grace.
+			h.DeletionTimestamp = ptr.To(metav1.NewTime(start.Add(time.Second)))
+			f := newFixture(t, cl, h, h100(), node("gpu-1"))
+
+			check := func(wantReason string) {
+				t.Helper()
+				got := f.claim("train")
+				if !slices.Contains(got.Finalizers, v1alpha1.ClaimFinalizer) || got.Status.NodeName != "gpu-1" {
+					t.Fatalf("claim %+v let go of its node or finalizer while its holder is Terminating", got)
+				}
+				wantState(t, got, tc.phase, wantReason)
+				if d := f.podDeletes(); len(d) != 0 {
+					t.Errorf("deleted %v: the holder is Terminating already, and only its kubelet may end it", d)
+				}
+			}
+			if after := f.sync(); after != time.Second+holderStuckAfter {
+				t.Errorf("requeue in %v, want when the holder is overdue (%v)", after, time.Second+holderStuckAfter)
+			}
+			check("")
+			if e := f.events(); len(e) != 0 {
+				t.Errorf("events %v before the holder is overdue", e)
+			}
+
+			f.catchUp()
+			f.clock = start.Add(time.Minute)
+			if after := f.sync(); after != recheck {
+				t.Errorf("requeue in %v, want %v: it keeps looking", after, recheck)
+			}
+			check(ReasonHolderTerminating)
+			if msg := WaitingMessage(f.claim("train")); !strings.Contains(msg, "holder Pod train-hold on gpu-1 was to be gone by 2026-03-01T09:00:01Z") {
+				t.Errorf("message %q, want it to name the Pod, its node and its deadline", msg)
+			}
+			if e := f.events(); !hasEvent(e, "Warning HolderTerminating holder Pod train-hold") {
+				t.Errorf("events %v, want a Warning", e)
+			}
+			f.catchUp()
+			f.clock = start.Add(2 * time.Minute)
+			f.sync()
+			check(ReasonHolderTerminating)
+			if e := f.events(); len(e) != 0 {
+				t.Errorf("told again: %v", e)
+			}
+
+			// The kubelet confirms: the charge goes.
+			if err := f.kube.Tracker().Delete(gvrOf(h), h.Namespace, h.Name); err != nil {
+				t.Fatal(err)
+			}
+			f.catchUp()
+			f.sync()
+			got, err := f.kiln.GpuV1alpha1().Claims(tenant).Get(t.Context(), "train", metav1.GetOptions{})
+			switch {
+			case tc.deleted && !apierrors.IsNotFound(err) && (err != nil || slices.Contains(got.Finalizers, v1alpha1.ClaimFinalizer)):
+				t.Errorf("deleted claim kept its finalizer once its holder was gone: %v", err)
+			case !tc.deleted && (err != nil || got.Status.NodeName != "" || WaitingReason(got) != ""):
+				t.Errorf("expired claim %+v still holds once its holder is gone (%v)", got.Status, err)
+			}
+		})
+	}
+}
+
+// The cache shows no holder, but the server has one (made moments ago):
+// a deleted Claim keeps its finalizer until its add event, and the delete.
+func TestSyncDeletionHolderNotYetSeen(t *testing.T) {
+	cl, h := held(newClaim("train", 4), "gpu-1")
+	cl.DeletionTimestamp = ptr.To(metav1.NewTime(start))
+	f := newFixture(t, cl, h100(), node("gpu-1"))
+	if err := f.kube.Tracker().Add(h); err != nil {
+		t.Fatal(err)
+	}
+	if after := f.sync(); after == 0 {
+		t.Error("no requeue while the server has a holder the cache has not shown")
+	}
+	if !slices.Contains(f.claim("train").Finalizers, v1alpha1.ClaimFinalizer) {
+		t.Fatal("finalizer removed while the server has a holder")
+	}
+	f.catchUp()
+	f.sync()
+	if diff := cmp.Diff([]podDelete{{Name: h.Name, UID: h.UID}}, f.podDeletes()); diff != "" {
+		t.Errorf("holder deletes once seen (-want +got):\n%s", diff)
 	}
 }
 

@@ -1012,3 +1012,59 @@ func TestSyncReadyInsideWindowKeepsRefusals(t *testing.T) {
 		}
 	}
 }
+
+// A stopped or deleted Instance whose Pod stays Terminating (a kubelet
+// that never confirms) looks again when the Pod should be gone, and then
+// says so in its Ready condition and a Warning Event, once, and keeps
+// looking; its finalizer stays.
+func TestSyncPodOverdue(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		edit  func(*v1alpha1.Instance)
+		phase v1alpha1.InstancePhase
+		was   string
+	}{
+		{name: "stopped", edit: func(i *v1alpha1.Instance) { i.Spec.Stopped = true }, phase: v1alpha1.InstanceStopping, was: ReasonStopping},
+		{name: "deleted", edit: func(i *v1alpha1.Instance) { i.DeletionTimestamp = &started }, phase: v1alpha1.InstanceDeleting, was: ReasonDeleting},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			inst := running()
+			tc.edit(inst)
+			pod := readyPod(t, inst)
+			// Deleted at 9:00 with 30 s of grace.
+			pod.DeletionTimestamp = ptr.To(metav1.NewTime(started.Add(30 * time.Second)))
+			f := newFixture(t, Options{}, inst, h100(), pod, gpuNode(), ownedService(inst, nodePort("jupyter", 8888, 30001)))
+
+			f.clock = started.Add(10 * time.Second)
+			if after := f.sync(); after != 50*time.Second {
+				t.Errorf("requeue in %v, want when the Pod is overdue (50s)", after)
+			}
+			f.wantPhase(tc.phase, tc.was)
+			f.events()
+
+			f.catchUp()
+			f.clock = started.Add(2 * time.Minute)
+			if after := f.sync(); after != podStuckRecheck {
+				t.Errorf("requeue in %v, want %v: it keeps looking", after, podStuckRecheck)
+			}
+			got := f.wantPhase(tc.phase, ReasonPodTerminating)
+			if want := "Pod train on gpu-1 was to be gone by 2026-03-01T09:00:30Z and is still Terminating"; !strings.HasPrefix(got.Status.Message, want) {
+				t.Errorf("message %q, want it to start %q", got.Status.Message, want)
+			}
+			if e := f.events(); !hasEvent(e, "Warning PodTerminating Pod train") {
+				t.Errorf("events %v, want a Warning", e)
+			}
+			if len(f.deletes("pods")) != 0 {
+				t.Errorf("deleted the Terminating Pod again: %v", f.writes())
+			}
+			f.catchUp()
+			f.sync()
+			if e := f.events(); len(e) != 0 {
+				t.Errorf("told again: %v", e)
+			}
+			if !slices.Contains(f.instance().Finalizers, Finalizer) {
+				t.Error("finalizer removed while the Pod is there")
+			}
+		})
+	}
+}

@@ -51,7 +51,7 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) (time.Durat
 		return 0, err
 	}
 	if inst.DeletionTimestamp != nil {
-		return 0, c.finalize(ctx, inst, pod, svc)
+		return c.finalize(ctx, inst, pod, svc)
 	}
 	if !slices.Contains(inst.Finalizers, Finalizer) {
 		cp := inst.DeepCopy()
@@ -137,7 +137,38 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) (time.Durat
 			}
 		}
 	}
+	if inst.Spec.Stopped {
+		// A Pod on its way out is looked at again when it should be gone.
+		var left time.Duration
+		o.podOverdue, left = c.podOverdue(o.pod)
+		after = minRequeue(after, left)
+	}
 	return after, c.writeStatus(ctx, inst, computeStatus(o))
+}
+
+// podOverdue says whether a deleted Pod is still there past its deadline,
+// and when to look at it again: then, or, once overdue, every
+// podStuckRecheck. Neither for a Pod that is not being deleted.
+func (c *Controller) podOverdue(pod *corev1.Pod) (bool, time.Duration) {
+	if pod == nil || pod.DeletionTimestamp == nil {
+		return false, 0
+	}
+	overdue, left := podOverdue(pod, c.now())
+	if overdue {
+		return true, podStuckRecheck
+	}
+	return false, left
+}
+
+// podStuckRecheck is how often an Instance whose Pod is overdue looks again.
+const podStuckRecheck = 30 * time.Second
+
+// minRequeue is the sooner of two requeues, 0 meaning none.
+func minRequeue(a, b time.Duration) time.Duration {
+	if a == 0 || (b > 0 && b < a) {
+		return b
+	}
+	return a
 }
 
 // syncPod creates the Pod when missing, rebuilds it when an edit changed
@@ -341,40 +372,41 @@ func (c *Controller) drain(ctx context.Context, inst *v1alpha1.Instance, t *v1al
 // finalizer in the pass that finds the Pod gone: a namespace of thousands
 // of Instances is finalized at the rate of the API calls, not of sync
 // rounds waiting for watch events.
-func (c *Controller) finalize(ctx context.Context, inst *v1alpha1.Instance, pod *corev1.Pod, svc *corev1.Service) error {
+func (c *Controller) finalize(ctx context.Context, inst *v1alpha1.Instance, pod *corev1.Pod, svc *corev1.Service) (time.Duration, error) {
 	i := slices.Index(inst.Finalizers, Finalizer)
 	if i < 0 {
-		return nil
+		return 0, nil
 	}
+	var after time.Duration
 	if pod != nil {
 		// Deleting is worth showing only while there is a Pod to wait for.
-		if err := c.writeStatus(ctx, inst, computeStatus(observed{inst: inst, pod: pod, svc: svc})); err != nil {
-			return err
+		overdue, left := c.podOverdue(pod)
+		after = left
+		if err := c.writeStatus(ctx, inst, computeStatus(observed{inst: inst, pod: pod, svc: svc, podOverdue: overdue})); err != nil {
+			return 0, err
 		}
 		if pod.DeletionTimestamp == nil {
 			if wait, err := c.claimKeeps(inst, pod); err != nil || wait {
-				if err == nil {
-					c.queue.AddAfter(cache.MetaObjectToName(inst), handOverPoll)
-				}
-				return err
+				return handOverPoll, err
 			}
 			if err := c.deletePod(ctx, pod); err != nil {
-				return err
+				return 0, err
 			}
 		}
 	}
 	if svc != nil {
 		if err := c.deleteService(ctx, svc); err != nil {
-			return err
+			return 0, err
 		}
 		if len(svc.Finalizers) > 0 {
 			// Gone only once its own finalizers are; its deletion wakes us.
-			return nil
+			return after, nil
 		}
 	}
 	if pod != nil {
-		// The Pod's deletion wakes us.
-		return nil
+		// The Pod's deletion wakes us; if it does not come, the Pod is
+		// overdue and looked at again.
+		return after, nil
 	}
 	// The Instance's charge goes with the finalizer, so the cache's word
 	// that no Pod runs is checked with the API server: a Pod created
@@ -383,9 +415,9 @@ func (c *Controller) finalize(ctx context.Context, inst *v1alpha1.Instance, pod 
 	switch {
 	case err == nil && ownedBy(live, inst):
 		// Its add event, and then its deletion, wake us.
-		return nil
+		return 0, nil
 	case err != nil && !apierrors.IsNotFound(err):
-		return err
+		return 0, err
 	}
 	// A JSON patch with a test takes off exactly our finalizer, without a
 	// read first and without a conflict with writes to other fields.
@@ -394,11 +426,11 @@ func (c *Controller) finalize(ctx context.Context, inst *v1alpha1.Instance, pod 
 		{"op": "remove", "path": fmt.Sprintf("/metadata/finalizers/%d", i)},
 	})
 	if err != nil {
-		return err
+		return 0, err
 	}
 	_, err = c.kiln.GpuV1alpha1().Instances(inst.Namespace).Patch(ctx, inst.Name, types.JSONPatchType, patch, metav1.PatchOptions{FieldManager: ManagedBy})
 	c.clearFailures(inst)
-	return client404(err)
+	return 0, client404(err)
 }
 
 // deletePod deletes exactly the Pod that was looked at: the UID
@@ -439,6 +471,9 @@ func (c *Controller) writeStatus(ctx context.Context, inst *v1alpha1.Instance, s
 			eventType = corev1.EventTypeWarning
 		}
 		c.recorder.Event(updated, eventType, string(st.Phase), st.Message)
+	}
+	if readyReason(updated) == ReasonPodTerminating && readyReason(inst) != ReasonPodTerminating {
+		c.recorder.Event(updated, corev1.EventTypeWarning, ReasonPodTerminating, st.Message)
 	}
 	// A device failing under the Instance, or a Pod on a Claim that got
 	// other devices than the Claim's, is news whatever the phase.
