@@ -13,8 +13,10 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
 
 	gpuv1 "kiln.dev/kiln/pkg/apis/gpu/v1alpha1"
 	claimctl "kiln.dev/kiln/pkg/reconcile/claim"
@@ -400,6 +402,104 @@ func TestClaimExpires(t *testing.T) {
 	})
 	if err != nil {
 		t.Fatalf("budget used %s after the claim expired, want 0", used())
+	}
+}
+
+// TestClaimChargedUntilHolderGone: a Claim's charge ends when its holder
+// Pod is gone, not when the Claim is deleted or expires. An admin's
+// finalizer keeps the holder Terminating, as a kubelet that has not
+// stopped it yet would. Meanwhile the tenant cannot spend the card again
+// (read against the Pod that still holds it), a deleted Claim keeps its
+// finalizer, which the tenant cannot take off, and says, once the holder
+// is overdue, why it waits; once the holder goes, the card is free.
+func TestClaimChargedUntilHolderGone(t *testing.T) {
+	ns := "e2e-claim-release"
+	controllerNamespace(t, ns)
+	claimPool(t, "a100-rel", "NVIDIA-A100-REL", "claim-rel-0")
+	cs, _ := adminClients(t)
+	pods := cs.CoreV1().Pods(ns)
+	mustKubectl(t, admin(), fmt.Sprintf("apiVersion: gpu.kiln.dev/v1alpha1\nkind: Budget\nmetadata: {name: one, namespace: %s}\nspec: {hard: {accelerators: \"1\"}}\n", ns), "create", "-f", "-")
+	tenantClaims := tenantKiln(t, tenantA).GpuV1alpha1().Claims(ns)
+	second := &gpuv1.Claim{ObjectMeta: metav1.ObjectMeta{Name: "second", Namespace: ns},
+		Spec: gpuv1.ClaimSpec{Type: "a100-rel", Accelerators: ptr.To[int32](1)}}
+	const full = `claims.gpu.kiln.dev "second" is forbidden: exceeds budget "one": accelerators used 1 + requested 1 > hard 1`
+
+	for _, tc := range []struct {
+		name, spec string
+		end        func(t *testing.T, name string)
+	}{
+		{name: "deleted", spec: "  accelerators: 1\n", end: func(t *testing.T, name string) {
+			mustKubectl(t, tenant(tenantA), "", "delete", "claim", name, "-n", ns, "--wait=false")
+		}},
+		{name: "expired", spec: "  accelerators: 1\n  expireAfter: 10s\n", end: func(t *testing.T, name string) {
+			waitClaim(t, ns, name, 60*time.Second, "Expired", claimPhase(gpuv1.ClaimExpired))
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			name := "held-" + tc.name
+			mustKubectl(t, tenant(tenantA), claimManifest(name, ns, "a100-rel", tc.spec), "create", "-f", "-")
+			t.Cleanup(func() {
+				kubectl(admin(), "", "delete", "claim", name, "second", "-n", ns, "--ignore-not-found", "--wait=false")
+			})
+			waitClaim(t, ns, name, 60*time.Second, "Bound", claimPhase(gpuv1.ClaimBound))
+			holder := name + "-hold"
+			const linger = `{"metadata":{"finalizers":["e2e.kiln.dev/linger"]}}`
+			if _, err := pods.Patch(context.Background(), holder, types.MergePatchType, []byte(linger), metav1.PatchOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			release := func() {
+				_, _ = pods.Patch(context.Background(), holder, types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`), metav1.PatchOptions{})
+			}
+			t.Cleanup(release)
+
+			tc.end(t, name)
+			// For longer than the Budget loop takes to see the Claim go, the
+			// holder still runs on the card, and a second card is refused.
+			deadline := time.Now().Add(3 * time.Second)
+			for time.Now().Before(deadline) {
+				if _, err := tenantClaims.Create(context.Background(), second, metav1.CreateOptions{}); !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), full) {
+					t.Fatalf("a second card while the holder of the %s Claim is still Terminating: %v; want refused with %q", tc.name, err, full)
+				}
+				time.Sleep(100 * time.Millisecond)
+			}
+			if tc.name == "deleted" {
+				if _, err := kubectl(tenant(tenantA), "", "patch", "claim", name, "-n", ns, "--type=merge", "-p", `{"metadata":{"finalizers":null}}`); err == nil || !strings.Contains(err.Error(), "claims/finalizers") {
+					t.Fatalf("the tenant took the Claim's finalizer off: %v", err)
+				}
+				c := waitClaim(t, ns, name, 90*time.Second, "Waiting "+claimctl.ReasonHolderTerminating, func(c *gpuv1.Claim) bool {
+					return claimctl.WaitingReason(c) == claimctl.ReasonHolderTerminating
+				})
+				if msg := claimctl.WaitingMessage(c); !strings.Contains(msg, "holder Pod "+holder+" on claim-rel-0") {
+					t.Errorf("Waiting message %q, want it to name the holder and its node", msg)
+				}
+			}
+
+			// Once the holder is gone the card is free, and not before.
+			release()
+			err := wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
+				_, err := tenantClaims.Create(ctx, second, metav1.CreateOptions{})
+				switch {
+				case err == nil:
+					if _, err := pods.Get(ctx, holder, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+						t.Errorf("a second card was admitted while the holder still exists (get: %v)", err)
+					}
+					return true, nil
+				case apierrors.IsForbidden(err) && strings.Contains(err.Error(), full):
+					return false, nil
+				}
+				return false, fmt.Errorf("create of the second Claim: %w", err)
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			mustKubectl(t, admin(), "", "delete", "claim", "second", "-n", ns)
+			if tc.name == "deleted" {
+				waitGone(t, "the deleted Claim", func(ctx context.Context) error {
+					_, err := tenantClaims.Get(ctx, name, metav1.GetOptions{})
+					return err
+				})
+			}
+		})
 	}
 }
 
