@@ -7,9 +7,13 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
 
 	"kiln.dev/kiln/test/localcluster"
 )
@@ -104,5 +108,96 @@ func TestSimulatedGPUNodes(t *testing.T) {
 	})
 	if err != nil {
 		t.Errorf("a pod asking 9 cards was not reported unschedulable for insufficient nvidia.com/gpu")
+	}
+}
+
+// TestKwokDeleteRefusedOnce: kwok, the kubelet of the simulated nodes,
+// sends a deleted Pod's final DELETE once and drops it on any refusal
+// but a few it counts as transient (a 500 from an etcd that died under
+// the request is not one of them); nothing changes the Pod after that, so
+// on its own it would stay Terminating for good, holding its resources,
+// where a kubelet tries again. Here a ValidatingAdmissionPolicy refuses
+// kwok's delete of this namespace's Pods until the test lifts it; the
+// launcher gives the overdue Pod back to kwok, which then deletes it.
+func TestKwokDeleteRefusedOnce(t *testing.T) {
+	t.Parallel()
+	ns := "e2e-kwok-retry"
+	createNamespace(t, ns)
+	cs, _ := adminClients(t)
+	ctx := context.Background()
+	policy := `apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicy
+metadata: {name: e2e-refuse-kwok-delete}
+spec:
+  failurePolicy: Fail
+  matchConstraints:
+    resourceRules:
+    - {apiGroups: [""], apiVersions: [v1], operations: [DELETE], resources: [pods]}
+  validations:
+  - {expression: "request.userInfo.username != 'kwok-controller'", message: "e2e: kwok may not delete Pods here for now"}
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicyBinding
+metadata: {name: e2e-refuse-kwok-delete}
+spec:
+  policyName: e2e-refuse-kwok-delete
+  validationActions: [Deny]
+  matchResources:
+    namespaceSelector: {matchLabels: {kubernetes.io/metadata.name: e2e-kwok-retry}}
+`
+	mustKubectl(t, admin(), policy, "apply", "-f", "-")
+	lift := func() {
+		kubectl(admin(), "", "delete", "validatingadmissionpolicybinding,validatingadmissionpolicy", "e2e-refuse-kwok-delete", "--ignore-not-found")
+	}
+	t.Cleanup(lift)
+
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "stuck", Namespace: ns},
+		Spec: corev1.PodSpec{
+			NodeName:                      "cpu-0",
+			TerminationGracePeriodSeconds: ptr.To[int64](1),
+			Containers:                    []corev1.Container{{Name: "main", Image: "busybox:1"}},
+		},
+	}
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		_, err := cs.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{})
+		return err == nil, nil
+	})
+	if err != nil {
+		t.Fatal("cannot create the Pod")
+	}
+	// The policy is in force once kwok's delete is refused: asked as kwok,
+	// with dry run, so nothing is deleted meanwhile.
+	asKwok := rest.CopyConfig(cluster.AdminConfig)
+	asKwok.Impersonate = rest.ImpersonationConfig{UserName: "kwok-controller", Groups: []string{"system:masters"}}
+	kwokClient := kubernetes.NewForConfigOrDie(asKwok)
+	var last error
+	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		last = kwokClient.CoreV1().Pods(ns).Delete(ctx, "stuck", metav1.DeleteOptions{DryRun: []string{metav1.DryRunAll}})
+		return last != nil && strings.Contains(last.Error(), "kwok may not delete Pods here"), nil
+	})
+	if err != nil {
+		t.Fatalf("the policy never refused kwok's delete; the last answer: %v", last)
+	}
+
+	if err := cs.CoreV1().Pods(ns).Delete(ctx, "stuck", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// Past its grace period kwok has tried, been refused, and given up.
+	time.Sleep(3 * time.Second)
+	p, err := cs.CoreV1().Pods(ns).Get(ctx, "stuck", metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("the Pod went while kwok's delete was refused: %v", err)
+	}
+	if g := p.DeletionGracePeriodSeconds; g == nil || *g == 0 {
+		t.Fatalf("the Pod's grace period is %v; kwok's delete landed although refused", g)
+	}
+	lift()
+	err = wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, 90*time.Second, true, func(ctx context.Context) (bool, error) {
+		_, err := cs.CoreV1().Pods(ns).Get(ctx, "stuck", metav1.GetOptions{})
+		return apierrors.IsNotFound(err), nil
+	})
+	if err != nil {
+		t.Fatal("the Pod kwok was refused to delete is still Terminating: nothing gave it back to kwok")
 	}
 }

@@ -111,6 +111,9 @@ type Cluster struct {
 	mu       sync.Mutex
 	procs    []*process
 	balancer *balancer
+	// stopBackground ends what the launcher runs besides the components
+	// (retryKwokDeletes).
+	stopBackground context.CancelFunc
 	// kube and apply act as the admin, once kube-apiserver serves.
 	kube  kubernetes.Interface
 	apply *applier
@@ -207,6 +210,10 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 func (c *Cluster) Stop() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.stopBackground != nil {
+		c.stopBackground()
+		c.stopBackground = nil
+	}
 	for i := len(c.procs) - 1; i >= 0; i-- {
 		if err := c.procs[i].stop(15 * time.Second); err != nil {
 			fmt.Fprintf(c.log, "stopping %s: %v\n", c.procs[i].name, err)
@@ -506,6 +513,9 @@ spec:
 	if err != nil {
 		return err
 	}
+	background, stop := context.WithCancel(context.Background())
+	c.stopBackground = stop
+	go c.retryKwokDeletes(background)
 	// A resumed cluster's Nodes are there already; kwok takes them over
 	// by their annotation.
 	for _, n := range c.opts.Nodes {

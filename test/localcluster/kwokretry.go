@@ -1,0 +1,79 @@
+package localcluster
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+)
+
+// kwok plays the kubelet of the simulated nodes with one gap a kubelet
+// does not have. Its pod-delete stage sends the Pod's final DELETE once,
+// and drops it when kube-apiserver answers with anything but a refused
+// connection, 429, 503 or 504: a 500, say, which is what the request in
+// flight gets when etcd dies under it ("rpc error: code = Unavailable").
+// Nothing changes the Pod after that, so kwok never looks at it again, and
+// it stays Terminating, holding its node's resources, for good. A
+// kubelet's status manager tries again until the Pod is gone.
+//
+// retryKwokDeletes stands in for that retry: a Pod on a simulated node that
+// is still there overdue past its deletion deadline, and whose final
+// delete never landed (its grace period is not yet 0; a Pod that waits on
+// someone's finalizer has had kwok's delete), is touched with an
+// annotation, which gives it back to kwok as a new event.
+const (
+	kwokRetryEvery   = 5 * time.Second
+	kwokRetryOverdue = 10 * time.Second
+	// KwokRetryAnnotation counts the times a Pod was given back to kwok.
+	KwokRetryAnnotation = "localcluster.kiln.dev/kwok-delete-retries"
+)
+
+func (c *Cluster) retryKwokDeletes(ctx context.Context) {
+	wait.UntilWithContext(ctx, func(ctx context.Context) {
+		nodes, err := c.kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return
+		}
+		simulated := map[string]bool{}
+		for _, n := range nodes.Items {
+			if n.Annotations[kwokNodeAnnotation] == simulatedNodeMarker {
+				simulated[n.Name] = true
+			}
+		}
+		pods, err := c.kube.CoreV1().Pods("").List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return
+		}
+		for i := range pods.Items {
+			p := &pods.Items[i]
+			if !simulated[p.Spec.NodeName] || !kwokDeleteOverdue(p, time.Now()) {
+				continue
+			}
+			n := 0
+			fmt.Sscanf(p.Annotations[KwokRetryAnnotation], "%d", &n)
+			patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:"%d"}}}`, KwokRetryAnnotation, n+1)
+			if _, err := c.kube.CoreV1().Pods(p.Namespace).Patch(ctx, p.Name, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err == nil {
+				fmt.Fprintf(c.log, "kwok: Pod %s/%s on %s was to be gone by %s; given back to kwok to delete again\n",
+					p.Namespace, p.Name, p.Spec.NodeName, p.DeletionTimestamp.UTC().Format(time.RFC3339))
+			}
+		}
+	}, kwokRetryEvery)
+}
+
+// kwokDeleteOverdue says whether kwok's final delete of p never landed
+// although it is overdue: deleted with a grace period that has run out by
+// kwokRetryOverdue, not force-deleted since, and not left to a status a
+// test writes (kwok does not manage those Pods).
+func kwokDeleteOverdue(p *corev1.Pod, now time.Time) bool {
+	if p.DeletionTimestamp == nil || p.DeletionGracePeriodSeconds == nil || *p.DeletionGracePeriodSeconds == 0 {
+		return false
+	}
+	if p.Annotations[CustomStatusAnnotation] == "custom" {
+		return false
+	}
+	return now.Sub(p.DeletionTimestamp.Time) >= kwokRetryOverdue
+}
