@@ -17879,7 +17879,7 @@ func schema_pkg_apis_gpu_v1alpha1_ClaimStatus(ref common.ReferenceCallback) comm
 					},
 					"nodeName": {
 						SchemaProps: spec.SchemaProps{
-							Description: "nodeName is the node the devices are held on.",
+							Description: "nodeName is the node the devices are held on. An Expired Claim keeps it, and its devices, until its holder Pod is gone, and is charged to its Budgets until then.",
 							Type:        []string{"string"},
 							Format:      "",
 						},

@@ -668,7 +668,9 @@ type ClaimStatus struct {
 	// phase is Pending, Bound, Attached, Lost or Expired.
 	// +optional
 	Phase ClaimPhase `json:"phase,omitempty" protobuf:"bytes,1,opt,name=phase,casttype=ClaimPhase"`
-	// nodeName is the node the devices are held on.
+	// nodeName is the node the devices are held on. An Expired Claim keeps
+	// it, and its devices, until its holder Pod is gone, and is charged to
+	// its Budgets until then.
 	// +optional
 	NodeName string `json:"nodeName,omitempty" protobuf:"bytes,2,opt,name=nodeName"`
 	// devices held, by device ID.

@@ -31,7 +31,9 @@ import (
 type ClaimStatusApplyConfiguration struct {
 	// phase is Pending, Bound, Attached, Lost or Expired.
 	Phase *gpuv1alpha1.ClaimPhase `json:"phase,omitempty"`
-	// nodeName is the node the devices are held on.
+	// nodeName is the node the devices are held on. An Expired Claim keeps
+	// it, and its devices, until its holder Pod is gone, and is charged to
+	// its Budgets until then.
 	NodeName *string `json:"nodeName,omitempty"`
 	// devices held, by device ID.
 	Devices []string `json:"devices,omitempty"`
