@@ -3,12 +3,17 @@ package localcluster
 import (
 	"context"
 	"fmt"
+	"io"
+	"os"
+	"path/filepath"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/informers"
 )
 
 // kwok plays the kubelet of the simulated nodes with one gap a kubelet
@@ -33,32 +38,37 @@ const (
 )
 
 func (c *Cluster) retryKwokDeletes(ctx context.Context) {
+	// Its account goes beside the components' logs too: a test that
+	// passes does not show the launcher's output.
+	log := c.log
+	if f, err := os.OpenFile(filepath.Join(c.logDir(), "kwok-retry.log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644); err == nil {
+		defer f.Close()
+		log = io.MultiWriter(c.log, f)
+	}
+	// Informers, not a list each round: benchmarks run thousands of Pods.
+	factory := informers.NewSharedInformerFactory(c.kube, 0)
+	pods, nodes := factory.Core().V1().Pods().Lister(), factory.Core().V1().Nodes().Lister()
+	factory.Start(ctx.Done())
+	defer factory.Shutdown()
+	factory.WaitForCacheSync(ctx.Done())
 	wait.UntilWithContext(ctx, func(ctx context.Context) {
-		nodes, err := c.kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+		all, err := pods.List(labels.Everything())
 		if err != nil {
 			return
 		}
-		simulated := map[string]bool{}
-		for _, n := range nodes.Items {
-			if n.Annotations[kwokNodeAnnotation] == simulatedNodeMarker {
-				simulated[n.Name] = true
+		for _, p := range all {
+			if !kwokDeleteOverdue(p, time.Now()) {
+				continue
 			}
-		}
-		pods, err := c.kube.CoreV1().Pods("").List(ctx, metav1.ListOptions{})
-		if err != nil {
-			return
-		}
-		for i := range pods.Items {
-			p := &pods.Items[i]
-			if !simulated[p.Spec.NodeName] || !kwokDeleteOverdue(p, time.Now()) {
+			if n, err := nodes.Get(p.Spec.NodeName); err != nil || n.Annotations[kwokNodeAnnotation] != simulatedNodeMarker {
 				continue
 			}
 			n := 0
 			fmt.Sscanf(p.Annotations[KwokRetryAnnotation], "%d", &n)
 			patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:"%d"}}}`, KwokRetryAnnotation, n+1)
 			if _, err := c.kube.CoreV1().Pods(p.Namespace).Patch(ctx, p.Name, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err == nil {
-				fmt.Fprintf(c.log, "kwok: Pod %s/%s on %s was to be gone by %s; given back to kwok to delete again\n",
-					p.Namespace, p.Name, p.Spec.NodeName, p.DeletionTimestamp.UTC().Format(time.RFC3339))
+				fmt.Fprintf(log, "%s kwok: Pod %s/%s on %s was to be gone by %s; given back to kwok to delete again\n",
+					time.Now().UTC().Format(time.RFC3339), p.Namespace, p.Name, p.Spec.NodeName, p.DeletionTimestamp.UTC().Format(time.RFC3339))
 			}
 		}
 	}, kwokRetryEvery)
