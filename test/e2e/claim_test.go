@@ -499,6 +499,14 @@ func TestClaimChargedUntilHolderGone(t *testing.T) {
 					return err
 				})
 			}
+			// The next case starts from a Budget the loop has brought back
+			// to 0.
+			waitFor(t, "budget one used 0", 30*time.Second,
+				func(ctx context.Context) (*gpuv1.Budget, error) {
+					return kilnAdmin(t).GpuV1alpha1().Budgets(ns).Get(ctx, "one", metav1.GetOptions{})
+				},
+				func(b *gpuv1.Budget) bool { q := b.Status.Used[gpuv1.BudgetAccelerators]; return q.IsZero() },
+				func(b *gpuv1.Budget) any { return b.Status })
 		})
 	}
 }
