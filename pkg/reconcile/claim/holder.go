@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -70,6 +71,32 @@ func PinnedNode(pod *corev1.Pod) string {
 func Reserves(pod *corev1.Pod, node string) bool {
 	return pod != nil && pod.DeletionTimestamp == nil &&
 		(pod.Spec.NodeName == node || (pod.Spec.NodeName == "" && pod.Status.NominatedNodeName == node))
+}
+
+// StuckAfter is how long past its deletion deadline (the deletion
+// timestamp, which includes the grace period) a deleted Pod may stay before
+// the loop that deleted it says it is stuck. A kubelet that stops the
+// containers confirms within seconds.
+const StuckAfter = 30 * time.Second
+
+// Overdue says whether a deleted Pod is still there past StuckAfter, and
+// if not yet, how long until it is; false and 0 for a Pod not deleted.
+func Overdue(pod *corev1.Pod, now time.Time) (bool, time.Duration) {
+	if pod == nil || pod.DeletionTimestamp == nil {
+		return false, 0
+	}
+	left := pod.DeletionTimestamp.Add(StuckAfter).Sub(now)
+	return left <= 0, max(left, 0)
+}
+
+// OverdueMessage says that an overdue Pod is stuck, and what to do.
+func OverdueMessage(pod *corev1.Pod) string {
+	node := pod.Spec.NodeName
+	if node == "" {
+		node = "no node"
+	}
+	return fmt.Sprintf("Pod %s on %s was to be gone by %s and is still Terminating; its cards stay charged until it is gone: check the node's kubelet, or delete the Node if it is gone for good",
+		pod.Name, node, pod.DeletionTimestamp.UTC().Format(time.RFC3339))
 }
 
 // HandOverGate keeps a Pod that takes a Claim's cards over from another

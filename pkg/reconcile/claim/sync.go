@@ -262,12 +262,6 @@ func (c *Controller) release(ctx context.Context, s *step) error {
 	return nil
 }
 
-// holderStuckAfter is how long past its deletion deadline (the deletion
-// timestamp, which includes the grace period) a holder may stay before the
-// Claim says it is stuck. A kubelet that stops the container confirms
-// within seconds.
-const holderStuckAfter = 30 * time.Second
-
 // releaseHolder deletes the Claim's holder and says whether it is gone.
 // What the holder held stays charged until then, since a Terminating Pod
 // may still run on the cards: so the cache's word that none is left is
@@ -299,18 +293,11 @@ func (c *Controller) releaseHolder(ctx context.Context, s *step) (bool, error) {
 // waitTerminating looks again when the holder should be gone, and from
 // then on says, in the Waiting condition and an Event, that it is not.
 func (c *Controller) waitTerminating(s *step, h *corev1.Pod) {
-	stuck := h.DeletionTimestamp.Add(holderStuckAfter)
-	if left := stuck.Sub(s.now.Time); left > 0 {
+	if overdue, left := Overdue(h, s.now.Time); !overdue {
 		s.requeue(left)
 		return
 	}
-	node := h.Spec.NodeName
-	if node == "" {
-		node = "no node"
-	}
-	s.wait(ReasonHolderTerminating, fmt.Sprintf(
-		"holder Pod %s on %s was to be gone by %s and is still Terminating; the Claim keeps its charge until it is gone: check the node's kubelet, or delete the Node if it is gone for good",
-		h.Name, node, h.DeletionTimestamp.UTC().Format(time.RFC3339)))
+	s.wait(ReasonHolderTerminating, "holder "+OverdueMessage(h))
 	s.requeue(recheck)
 }
 

@@ -1203,8 +1203,8 @@ func TestSyncHolderStuckTerminating(t *testing.T) {
 					t.Errorf("deleted %v: the holder is Terminating already, and only its kubelet may end it", d)
 				}
 			}
-			if after := f.sync(); after != time.Second+holderStuckAfter {
-				t.Errorf("requeue in %v, want when the holder is overdue (%v)", after, time.Second+holderStuckAfter)
+			if after := f.sync(); after != time.Second+StuckAfter {
+				t.Errorf("requeue in %v, want when the holder is overdue (%v)", after, time.Second+StuckAfter)
 			}
 			check("")
 			if e := f.events(); len(e) != 0 {

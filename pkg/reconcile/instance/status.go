@@ -5,7 +5,6 @@ import (
 	"slices"
 	"sort"
 	"strings"
-	"time"
 	"unicode/utf8"
 
 	corev1 "k8s.io/api/core/v1"
@@ -13,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"kiln.dev/kiln/pkg/apis/gpu/v1alpha1"
+	"kiln.dev/kiln/pkg/reconcile/claim"
 )
 
 // Reasons of the Ready condition and of the Events the controller records.
@@ -113,7 +113,7 @@ func computeStatus(o observed) v1alpha1.InstanceStatus {
 		if inst.DeletionTimestamp != nil {
 			st.Phase = v1alpha1.InstanceDeleting
 		}
-		reason, message = ReasonPodTerminating, podOverdueMessage(o.pod)
+		reason, message = ReasonPodTerminating, claim.OverdueMessage(o.pod)
 	case inst.DeletionTimestamp != nil:
 		st.Phase, reason, message = v1alpha1.InstanceDeleting, ReasonDeleting, "the Instance is being deleted; its Pod and Service are removed first"
 	case inst.Spec.Stopped && o.pod == nil:
@@ -369,29 +369,4 @@ func setClaimDevices(st *v1alpha1.InstanceStatus, cl *v1alpha1.Claim, generation
 			strings.Join(got, ", "), cl.Name, strings.Join(held, ", ")))
 	}
 	meta.SetStatusCondition(&st.Conditions, c)
-}
-
-// podStuckAfter is how long past its deletion deadline (the deletion
-// timestamp, which includes the grace period) the Pod may stay before the
-// Instance says it is stuck. A kubelet that stops the containers confirms
-// within seconds.
-const podStuckAfter = 30 * time.Second
-
-// podOverdue says whether a deleted Pod should be gone by now, and if not
-// yet, how long until then.
-func podOverdue(pod *corev1.Pod, now time.Time) (bool, time.Duration) {
-	if pod == nil || pod.DeletionTimestamp == nil {
-		return false, 0
-	}
-	left := pod.DeletionTimestamp.Add(podStuckAfter).Sub(now)
-	return left <= 0, max(left, 0)
-}
-
-func podOverdueMessage(pod *corev1.Pod) string {
-	node := pod.Spec.NodeName
-	if node == "" {
-		node = "no node"
-	}
-	return fmt.Sprintf("Pod %s on %s was to be gone by %s and is still Terminating; its cards stay charged until it is gone: check the node's kubelet, or delete the Node if it is gone for good",
-		pod.Name, node, pod.DeletionTimestamp.UTC().Format(time.RFC3339))
 }

@@ -153,7 +153,7 @@ func (c *Controller) podOverdue(pod *corev1.Pod) (bool, time.Duration) {
 	if pod == nil || pod.DeletionTimestamp == nil {
 		return false, 0
 	}
-	overdue, left := podOverdue(pod, c.now())
+	overdue, left := claim.Overdue(pod, c.now())
 	if overdue {
 		return true, podStuckRecheck
 	}
