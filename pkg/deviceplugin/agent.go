@@ -29,7 +29,6 @@ import (
 
 	"kiln.dev/kiln/pkg/apis/gpu/v1alpha1"
 	"kiln.dev/kiln/pkg/generated/clientset/versioned"
-	"kiln.dev/kiln/pkg/reconcile/claim"
 )
 
 // Agent reports a node's devices and their holders as the node's
@@ -206,7 +205,7 @@ func (a *Agent) allocate(pod *corev1.Pod) error {
 		}
 	}
 	pd := podDevices{holder: holderOf(pod)}
-	if c, ok := pod.Labels[claim.LabelClaim]; ok {
+	if c, ok := pod.Labels[v1alpha1.LabelClaim]; ok {
 		pd.claim = pod.Namespace + "/" + c
 	}
 	for _, c := range append(slices.Clone(pod.Spec.InitContainers), pod.Spec.Containers...) {
@@ -380,7 +379,7 @@ func (a *Agent) pendingClaim(resource string, size int) string {
 		if !asks {
 			continue
 		}
-		c, ok := p.Labels[claim.LabelClaim]
+		c, ok := p.Labels[v1alpha1.LabelClaim]
 		if !ok || (found != "" && found != p.Namespace+"/"+c) {
 			return ""
 		}
@@ -417,7 +416,7 @@ func (a *Agent) readPodResources(ctx context.Context, lister podresourcesapi.Pod
 		if len(pd.devices) == 0 {
 			continue
 		}
-		if c, ok := pod.Labels[claim.LabelClaim]; ok {
+		if c, ok := pod.Labels[v1alpha1.LabelClaim]; ok {
 			pd.claim = pod.Namespace + "/" + c
 			claims[pd.claim] = pd.devices
 		}

@@ -18,7 +18,6 @@ import (
 
 	"kiln.dev/kiln/pkg/apis/gpu/v1alpha1"
 	kilnfake "kiln.dev/kiln/pkg/generated/clientset/versioned/fake"
-	"kiln.dev/kiln/pkg/reconcile/claim"
 )
 
 // simulated runs an Agent in Simulate mode over the test inventory, on
@@ -125,7 +124,7 @@ func TestAgentSimulatesTheKubelet(t *testing.T) {
 	if err := pods.Delete(ctx, "a", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	onClaim := map[string]string{claim.LabelClaim: "reserved"}
+	onClaim := map[string]string{v1alpha1.LabelClaim: "reserved"}
 	if _, err := pods.Create(ctx, gpuPod("reserved-hold", 2, "Claim", onClaim), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}

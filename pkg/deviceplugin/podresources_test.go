@@ -18,8 +18,8 @@ import (
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 	podresourcesapi "k8s.io/kubelet/pkg/apis/podresources/v1"
 
+	"kiln.dev/kiln/pkg/apis/gpu/v1alpha1"
 	kilnfake "kiln.dev/kiln/pkg/generated/clientset/versioned/fake"
-	"kiln.dev/kiln/pkg/reconcile/claim"
 )
 
 // stubPodResources is the kubelet's pod-resources service: it lists what
@@ -68,7 +68,7 @@ func TestAgentReadsPodResources(t *testing.T) {
 	if err := os.WriteFile(inv, []byte(inventory), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	onClaim := map[string]string{claim.LabelClaim: "reserved"}
+	onClaim := map[string]string{v1alpha1.LabelClaim: "reserved"}
 	kube, kiln := kubefake.NewClientset(gpuPod("a", 2, "Instance", nil), gpuPod("reserved-hold", 2, "Claim", onClaim)), kilnfake.NewSimpleClientset()
 	a := &Agent{Manager: &Manager{Backend: &Static{Path: inv, Interval: time.Hour}}, Kiln: kiln, Kube: kube, Node: "gpu-0", PodResources: sock}
 	stub.set(holding("a", "GPU-0", "GPU-2"), holding("reserved-hold", "GPU-1", "GPU-3"))

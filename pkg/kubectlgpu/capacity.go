@@ -14,9 +14,9 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 
-	"kiln.dev/kiln/pkg/admission/accounting"
 	"kiln.dev/kiln/pkg/apis/gpu"
 	"kiln.dev/kiln/pkg/apis/gpu/v1alpha1"
+	"kiln.dev/kiln/pkg/domain/accounting"
 )
 
 // TypeCapacity is one row of kubectl gpu capacity: what one InstanceType

@@ -7,7 +7,7 @@
 //
 // capacity is composed here, from objects a tenant can already read
 // (InstanceTypes' status.capacity, the namespace's Budgets' status), and
-// charged with the same arithmetic as admission (pkg/admission/accounting),
+// charged with the same arithmetic as admission (pkg/domain/accounting),
 // rather than served as a computed read subresource. Both inputs are
 // already computed server-side and cheap to read: the controller keeps
 // status.capacity current and the Budget plugin keeps status.used exact.

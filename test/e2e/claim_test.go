@@ -18,7 +18,9 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
+	"kiln.dev/kiln/pkg/apis/gpu/v1alpha1"
 	gpuv1 "kiln.dev/kiln/pkg/apis/gpu/v1alpha1"
+	"kiln.dev/kiln/pkg/domain/handover"
 	claimctl "kiln.dev/kiln/pkg/reconcile/claim"
 	instancectl "kiln.dev/kiln/pkg/reconcile/instance"
 	"kiln.dev/kiln/test/localcluster"
@@ -120,7 +122,7 @@ func cardsOn(t *testing.T, cs kubernetes.Interface, node string) (claimed, other
 			q := c.Resources.Requests[localcluster.ResourceGPU]
 			n += q.Value()
 		}
-		if _, ok := p.Labels[claimctl.LabelClaim]; ok {
+		if _, ok := p.Labels[v1alpha1.LabelClaim]; ok {
 			claimed += n
 		} else {
 			others += n
@@ -467,9 +469,9 @@ func TestClaimChargedUntilHolderGone(t *testing.T) {
 					t.Fatalf("the tenant took the Claim's finalizer off: %v", err)
 				}
 				c := waitClaim(t, ns, name, 90*time.Second, "Waiting "+claimctl.ReasonHolderTerminating, func(c *gpuv1.Claim) bool {
-					return claimctl.WaitingReason(c) == claimctl.ReasonHolderTerminating
+					return handover.WaitingReason(c) == claimctl.ReasonHolderTerminating
 				})
-				if msg := claimctl.WaitingMessage(c); !strings.Contains(msg, "holder Pod "+holder+" on claim-rel-0") {
+				if msg := handover.WaitingMessage(c); !strings.Contains(msg, "holder Pod "+holder+" on claim-rel-0") {
 					t.Errorf("Waiting message %q, want it to name the holder and its node", msg)
 				}
 			}

@@ -27,11 +27,11 @@ import (
 	"k8s.io/apiserver/pkg/admission"
 	"k8s.io/klog/v2"
 
-	"kiln.dev/kiln/pkg/admission/accounting"
 	kilninit "kiln.dev/kiln/pkg/admission/initializer"
-	"kiln.dev/kiln/pkg/admission/instancechange"
 	"kiln.dev/kiln/pkg/apis/gpu"
 	"kiln.dev/kiln/pkg/apis/gpu/v1alpha1"
+	"kiln.dev/kiln/pkg/domain/accounting"
+	"kiln.dev/kiln/pkg/domain/instancechange"
 	"kiln.dev/kiln/pkg/generated/clientset/versioned"
 	informers "kiln.dev/kiln/pkg/generated/informers/externalversions"
 	listers "kiln.dev/kiln/pkg/generated/listers/gpu/v1alpha1"

@@ -22,9 +22,9 @@ import (
 	"k8s.io/utils/ptr"
 
 	kilninit "kiln.dev/kiln/pkg/admission/initializer"
-	"kiln.dev/kiln/pkg/admission/instancechange"
 	"kiln.dev/kiln/pkg/apis/gpu"
 	"kiln.dev/kiln/pkg/apis/gpu/v1alpha1"
+	"kiln.dev/kiln/pkg/domain/instancechange"
 	"kiln.dev/kiln/pkg/generated/clientset/versioned/fake"
 	kilninformers "kiln.dev/kiln/pkg/generated/informers/externalversions"
 )

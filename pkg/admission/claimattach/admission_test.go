@@ -15,9 +15,9 @@ import (
 	core "k8s.io/client-go/testing"
 	"k8s.io/utils/ptr"
 
-	"kiln.dev/kiln/pkg/admission/instancechange"
 	"kiln.dev/kiln/pkg/apis/gpu"
 	"kiln.dev/kiln/pkg/apis/gpu/v1alpha1"
+	"kiln.dev/kiln/pkg/domain/instancechange"
 	"kiln.dev/kiln/pkg/generated/clientset/versioned/fake"
 )
 

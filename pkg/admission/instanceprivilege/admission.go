@@ -14,8 +14,8 @@ import (
 	genericinit "k8s.io/apiserver/pkg/admission/initializer"
 	"k8s.io/apiserver/pkg/authorization/authorizer"
 
-	"kiln.dev/kiln/pkg/admission/instancechange"
 	"kiln.dev/kiln/pkg/apis/gpu"
+	"kiln.dev/kiln/pkg/domain/instancechange"
 )
 
 // PluginName is the name of the plugin in --enable-admission-plugins.

@@ -16,9 +16,9 @@ import (
 	"k8s.io/apiserver/pkg/authentication/user"
 	"k8s.io/apiserver/pkg/authorization/authorizer"
 
-	"kiln.dev/kiln/pkg/admission/instancechange"
 	"kiln.dev/kiln/pkg/apis/gpu"
 	"kiln.dev/kiln/pkg/apis/gpu/v1alpha1"
+	"kiln.dev/kiln/pkg/domain/instancechange"
 )
 
 // fakeAuthorizer allows the requests listed in allow, keyed as

@@ -12,11 +12,11 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
-	"kiln.dev/kiln/pkg/admission/accounting"
 	"kiln.dev/kiln/pkg/apis/gpu"
 	"kiln.dev/kiln/pkg/apis/gpu/install"
 	"kiln.dev/kiln/pkg/apis/gpu/v1alpha1"
 	"kiln.dev/kiln/pkg/apis/gpu/validation"
+	"kiln.dev/kiln/pkg/domain/accounting"
 )
 
 // FuzzSizeAndCharge drives sizing and accounting with arbitrary

@@ -18,9 +18,9 @@ import (
 	kubefake "k8s.io/client-go/kubernetes/fake"
 	"k8s.io/utils/ptr"
 
-	"kiln.dev/kiln/pkg/admission/instancechange"
 	"kiln.dev/kiln/pkg/apis/gpu"
 	"kiln.dev/kiln/pkg/apis/gpu/v1alpha1"
+	"kiln.dev/kiln/pkg/domain/instancechange"
 	"kiln.dev/kiln/pkg/generated/clientset/versioned/fake"
 	informers "kiln.dev/kiln/pkg/generated/informers/externalversions"
 )

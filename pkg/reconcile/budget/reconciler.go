@@ -21,9 +21,9 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
-	"kiln.dev/kiln/pkg/admission/accounting"
 	"kiln.dev/kiln/pkg/apis/gpu"
 	"kiln.dev/kiln/pkg/apis/gpu/v1alpha1"
+	"kiln.dev/kiln/pkg/domain/accounting"
 	"kiln.dev/kiln/pkg/generated/clientset/versioned"
 	informers "kiln.dev/kiln/pkg/generated/informers/externalversions"
 	kilninformers "kiln.dev/kiln/pkg/generated/informers/externalversions/gpu/v1alpha1"

@@ -33,6 +33,7 @@ import (
 	"k8s.io/client-go/tools/record"
 
 	"kiln.dev/kiln/pkg/apis/gpu/v1alpha1"
+	"kiln.dev/kiln/pkg/domain/handover"
 	"kiln.dev/kiln/pkg/generated/clientset/versioned"
 	kilninformers "kiln.dev/kiln/pkg/generated/informers/externalversions/gpu/v1alpha1"
 	listers "kiln.dev/kiln/pkg/generated/listers/gpu/v1alpha1"
@@ -251,7 +252,7 @@ func (c *Controller) enqueueClaimOf(inst *v1alpha1.Instance) {
 // enqueuePodClaim queues the Claim a Pod runs on (its holder, or the Pod of
 // the Instance attached to it).
 func (c *Controller) enqueuePodClaim(p *corev1.Pod) {
-	if name, ok := p.Labels[LabelClaim]; ok {
+	if name, ok := p.Labels[v1alpha1.LabelClaim]; ok {
 		c.queue.Add(cache.ObjectName{Namespace: p.Namespace, Name: name})
 	}
 }
@@ -297,7 +298,7 @@ func (c *Controller) Run(ctx context.Context, workers int) error { return c.queu
 // holderOf returns the Pod named as the Claim's holder, split into the one
 // the Claim controls and one in the way.
 func (c *Controller) holderOf(cl *v1alpha1.Claim) (owned, foreign *corev1.Pod, err error) {
-	pod, err := c.pods.Pods(cl.Namespace).Get(HolderName(cl))
+	pod, err := c.pods.Pods(cl.Namespace).Get(handover.HolderName(cl))
 	if apierrors.IsNotFound(err) {
 		return nil, nil, nil
 	}
@@ -344,7 +345,7 @@ func (c *Controller) attachedInstance(cl *v1alpha1.Claim) (*v1alpha1.Instance, e
 // node, else the node its status names while it holds.
 func placedNode(cl *v1alpha1.Claim, holder *corev1.Pod) string {
 	if holder != nil && holder.DeletionTimestamp == nil {
-		if n := PinnedNode(holder); n != "" {
+		if n := handover.PinnedNode(holder); n != "" {
 			return n
 		}
 	}
@@ -449,20 +450,4 @@ func waitingCondition(st *v1alpha1.ClaimStatus, gen int64, reason, message strin
 		Type: v1alpha1.ClaimConditionWaiting, Status: metav1.ConditionTrue,
 		Reason: reason, Message: message, ObservedGeneration: gen, LastTransitionTime: now,
 	})
-}
-
-// WaitingReason is the reason of the Claim's Waiting condition, "" if none.
-func WaitingReason(cl *v1alpha1.Claim) string {
-	if cond := meta.FindStatusCondition(cl.Status.Conditions, v1alpha1.ClaimConditionWaiting); cond != nil {
-		return cond.Reason
-	}
-	return ""
-}
-
-// WaitingMessage is the message of the Claim's Waiting condition, "" if none.
-func WaitingMessage(cl *v1alpha1.Claim) string {
-	if cond := meta.FindStatusCondition(cl.Status.Conditions, v1alpha1.ClaimConditionWaiting); cond != nil {
-		return cond.Message
-	}
-	return ""
 }

@@ -10,13 +10,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"kiln.dev/kiln/pkg/apis/gpu/v1alpha1"
-	"kiln.dev/kiln/pkg/reconcile/instancetype"
+	"kiln.dev/kiln/pkg/domain/pool"
 )
-
-// LabelClaim marks the Pods that run on a Claim's cards, its holder and
-// its Instance's Pod, with the Claim's name. Placement counts such a Pod
-// under its Claim, once, rather than as a Pod of its own.
-const LabelClaim = "gpu.kiln.dev/claim"
 
 // Ask is what a Claim holds on its node: the extended resources of its
 // type, as its holder Pod requests them.
@@ -34,7 +29,7 @@ func Ask(c *v1alpha1.Claim, t *v1alpha1.InstanceType) (corev1.ResourceList, erro
 		}
 		return nil, fmt.Errorf("instancetype %s has no partition profile %q", t.Name, c.Spec.Partition)
 	case c.Spec.Accelerators != nil:
-		name := instancetype.CardResource(t)
+		name := pool.CardResource(t)
 		if name == "" {
 			return nil, fmt.Errorf("instancetype %s offers no whole cards", t.Name)
 		}
@@ -58,7 +53,7 @@ type Hold struct {
 func Free(t *v1alpha1.InstanceType, nodes []*corev1.Node, pods []*corev1.Pod, holds []Hold) map[string]corev1.ResourceList {
 	free := map[string]corev1.ResourceList{}
 	for _, n := range nodes {
-		if instancetype.InPool(t, n) && instancetype.Schedulable(t, n) {
+		if pool.InPool(t, n) && pool.Schedulable(t, n) {
 			free[n.Name] = n.Status.Allocatable.DeepCopy()
 		}
 	}
@@ -71,13 +66,13 @@ func Free(t *v1alpha1.InstanceType, nodes []*corev1.Node, pods []*corev1.Pod, ho
 	}
 	for _, p := range pods {
 		f, ok := free[p.Spec.NodeName]
-		if !ok || !instancetype.Occupies(p) {
+		if !ok || !pool.Occupies(p) {
 			continue
 		}
-		if name, ok := p.Labels[LabelClaim]; ok && held[p.Namespace+"/"+name+"@"+p.Spec.NodeName] {
+		if name, ok := p.Labels[v1alpha1.LabelClaim]; ok && held[p.Namespace+"/"+name+"@"+p.Spec.NodeName] {
 			continue
 		}
-		subtract(f, instancetype.PodRequests(p))
+		subtract(f, pool.PodRequests(p))
 	}
 	return free
 }

@@ -12,6 +12,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"kiln.dev/kiln/pkg/apis/gpu/v1alpha1"
+	"kiln.dev/kiln/pkg/domain/handover"
 )
 
 const (
@@ -87,7 +88,7 @@ func pod(name, nodeName string, requests corev1.ResourceList, opts ...func(*core
 
 func phase(ph corev1.PodPhase) func(*corev1.Pod) { return func(p *corev1.Pod) { p.Status.Phase = ph } }
 func onClaim(name string) func(*corev1.Pod) {
-	return func(p *corev1.Pod) { p.Labels = map[string]string{LabelClaim: name} }
+	return func(p *corev1.Pod) { p.Labels = map[string]string{v1alpha1.LabelClaim: name} }
 }
 func inNamespace(ns string) func(*corev1.Pod) { return func(p *corev1.Pod) { p.Namespace = ns } }
 
@@ -204,20 +205,20 @@ func TestFree(t *testing.T) {
 	}, {
 		name:  "a hold counts though its holder is not bound yet",
 		nodes: []*corev1.Node{node("a")},
-		pods:  []*corev1.Pod{pod(HolderName(train), "", resources(gpu, 4), onClaim("train"), phase(corev1.PodPending))},
+		pods:  []*corev1.Pod{pod(handover.HolderName(train), "", resources(gpu, 4), onClaim("train"), phase(corev1.PodPending))},
 		holds: []Hold{hold(train, "a")},
 		want:  map[string]map[corev1.ResourceName]int64{"a": {gpu: 4}},
 	}, {
 		name:  "a hold and its bound holder count once",
 		nodes: []*corev1.Node{node("a")},
-		pods:  []*corev1.Pod{pod(HolderName(train), "a", resources(gpu, 4), onClaim("train"))},
+		pods:  []*corev1.Pod{pod(handover.HolderName(train), "a", resources(gpu, 4), onClaim("train"))},
 		holds: []Hold{hold(train, "a")},
 		want:  map[string]map[corev1.ResourceName]int64{"a": {gpu: 4}},
 	}, {
 		name:  "a hold, its holder and its Instance's Pod in the hand-over count once",
 		nodes: []*corev1.Node{node("a")},
 		pods: []*corev1.Pod{
-			pod(HolderName(train), "a", resources(gpu, 4), onClaim("train")),
+			pod(handover.HolderName(train), "a", resources(gpu, 4), onClaim("train")),
 			pod("train-instance", "a", resources(gpu, 4, corev1.ResourceCPU, 8), onClaim("train")),
 		},
 		holds: []Hold{hold(train, "a")},
@@ -300,7 +301,7 @@ func TestPlace(t *testing.T) {
 		name:   "a hold and its bound holder are not counted twice",
 		claims: []*v1alpha1.Claim{claim("c", 4)},
 		nodes:  []*corev1.Node{node("a")},
-		pods:   []*corev1.Pod{pod(HolderName(train), "a", resources(gpu, 4), onClaim("train"))},
+		pods:   []*corev1.Pod{pod(handover.HolderName(train), "a", resources(gpu, 4), onClaim("train"))},
 		holds:  []Hold{hold(train, "a")},
 		want:   Placement{Node: "a"},
 	}, {

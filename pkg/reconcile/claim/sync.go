@@ -17,6 +17,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"kiln.dev/kiln/pkg/apis/gpu/v1alpha1"
+	"kiln.dev/kiln/pkg/domain/handover"
 )
 
 // sync moves one Claim through its phases; see the package comment.
@@ -144,7 +145,7 @@ func (c *Controller) syncPlaced(ctx context.Context, s *step, node string) error
 		if err != nil && !apierrors.IsNotFound(err) {
 			return err
 		}
-		podReserves := pod != nil && metav1.IsControlledBy(pod, s.inst) && Reserves(pod, node)
+		podReserves := pod != nil && metav1.IsControlledBy(pod, s.inst) && handover.Reserves(pod, node)
 		switch {
 		case podReserves && s.holder != nil && s.holder.DeletionTimestamp == nil:
 			return c.deleteHolder(ctx, s.holder, false)
@@ -176,16 +177,16 @@ func (c *Controller) syncPlaced(ctx context.Context, s *step, node string) error
 		// A holder on its way out (a re-placement): its deletion wakes us.
 		return nil
 	default:
-		if err := Nominate(ctx, c.kube, holder, node); err != nil {
+		if err := handover.Nominate(ctx, c.kube, holder, node, FieldManager); err != nil {
 			return client404(err)
 		}
-		if Gated(holder) {
+		if handover.Gated(holder) {
 			others, err := c.otherClaimPods(s.cl)
 			if err != nil {
 				return err
 			}
 			if !others {
-				if err := Ungate(ctx, c.kube, holder); err != nil {
+				if err := handover.Ungate(ctx, c.kube, holder, FieldManager); err != nil {
 					return client404(err)
 				}
 			}
@@ -276,7 +277,7 @@ func (c *Controller) releaseHolder(ctx context.Context, s *step) (bool, error) {
 		c.waitTerminating(s, h)
 		return false, nil
 	}
-	live, err := c.kube.CoreV1().Pods(s.cl.Namespace).Get(ctx, HolderName(s.cl), metav1.GetOptions{})
+	live, err := c.kube.CoreV1().Pods(s.cl.Namespace).Get(ctx, handover.HolderName(s.cl), metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err):
 		return true, nil
@@ -293,11 +294,11 @@ func (c *Controller) releaseHolder(ctx context.Context, s *step) (bool, error) {
 // waitTerminating looks again when the holder should be gone, and from
 // then on says, in the Waiting condition and an Event, that it is not.
 func (c *Controller) waitTerminating(s *step, h *corev1.Pod) {
-	if overdue, left := Overdue(h, s.now.Time); !overdue {
+	if overdue, left := handover.Overdue(h, s.now.Time); !overdue {
 		s.requeue(left)
 		return
 	}
-	s.wait(ReasonHolderTerminating, "holder "+OverdueMessage(h))
+	s.wait(ReasonHolderTerminating, "holder "+handover.OverdueMessage(h))
 	s.requeue(recheck)
 }
 
@@ -488,7 +489,7 @@ func (c *Controller) group(cl *v1alpha1.Claim) ([]*v1alpha1.Claim, string, error
 // createHolder creates the holder on node and nominates it there. An
 // existing one (the informer had not seen it) is taken as it is.
 func (c *Controller) createHolder(ctx context.Context, cl *v1alpha1.Claim, t *v1alpha1.InstanceType, node string, ask corev1.ResourceList) (*corev1.Pod, error) {
-	pod := RenderHolder(cl, t, node, ask, c.opts.HolderImage)
+	pod := handover.RenderHolder(cl, t, node, ask, c.opts.HolderImage)
 	others, err := c.otherClaimPods(cl)
 	if err != nil {
 		return nil, err
@@ -496,14 +497,14 @@ func (c *Controller) createHolder(ctx context.Context, cl *v1alpha1.Claim, t *v1
 	if others {
 		// Taking the cards back from the Instance's Pod: not before it
 		// is gone, so the holder gets the same devices.
-		pod.Spec.SchedulingGates = []corev1.PodSchedulingGate{{Name: HandOverGate}}
+		pod.Spec.SchedulingGates = []corev1.PodSchedulingGate{{Name: handover.HandOverGate}}
 	}
 	created, err := c.kube.CoreV1().Pods(cl.Namespace).Create(ctx, pod, metav1.CreateOptions{FieldManager: FieldManager})
 	if err != nil {
 		return nil, err
 	}
 	klog.FromContext(ctx).V(2).Info("Created holder Pod", "claim", klog.KObj(cl), "pod", klog.KObj(created), "node", node)
-	return created, client404(Nominate(ctx, c.kube, created, node))
+	return created, client404(handover.Nominate(ctx, c.kube, created, node, FieldManager))
 }
 
 // deleteHolder deletes exactly the holder looked at; force skips the
@@ -526,7 +527,7 @@ func (c *Controller) finalize(ctx context.Context, s *step) error {
 	if s.inst != nil {
 		msg := fmt.Sprintf("the Claim is being deleted and waits for Instance %s, which runs on it, to stop: "+
 			`kubectl -n %s patch instances.gpu.kiln.dev %s --type=merge -p '{"spec":{"stopped":true}}'`+", or delete the Instance", s.inst.Name, cl.Namespace, s.inst.Name)
-		if WaitingReason(cl) != ReasonInstanceRunning {
+		if handover.WaitingReason(cl) != ReasonInstanceRunning {
 			s.events = append(s.events, event{corev1.EventTypeWarning, ReasonInstanceRunning, msg})
 		}
 		s.wait(ReasonInstanceRunning, msg)
@@ -555,12 +556,12 @@ func (c *Controller) writeStatus(ctx context.Context, cl *v1alpha1.Claim, s *ste
 		if err != nil {
 			return err
 		}
-		if r := WaitingReason(updated); r != "" && r != WaitingReason(cl) && r != ReasonLost && r != ReasonInstanceRunning {
+		if r := handover.WaitingReason(updated); r != "" && r != handover.WaitingReason(cl) && r != ReasonLost && r != ReasonInstanceRunning {
 			kind := corev1.EventTypeWarning
 			if r == v1alpha1.ClaimReasonScheduling {
 				kind = corev1.EventTypeNormal
 			}
-			c.recorder.Event(updated, kind, r, WaitingMessage(updated))
+			c.recorder.Event(updated, kind, r, handover.WaitingMessage(updated))
 		}
 		cl = updated
 	}
@@ -591,7 +592,7 @@ func client404(err error) error {
 // holds its cards. Only a live Pod an Instance controls counts: a tenant's
 // Pod that merely carries the label must not keep the holder gated.
 func (c *Controller) otherClaimPods(cl *v1alpha1.Claim) (bool, error) {
-	pods, err := c.pods.Pods(cl.Namespace).List(labels.SelectorFromSet(labels.Set{LabelClaim: cl.Name}))
+	pods, err := c.pods.Pods(cl.Namespace).List(labels.SelectorFromSet(labels.Set{v1alpha1.LabelClaim: cl.Name}))
 	if err != nil {
 		return false, err
 	}

@@ -23,6 +23,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"kiln.dev/kiln/pkg/apis/gpu/v1alpha1"
+	"kiln.dev/kiln/pkg/domain/handover"
 	kilnfake "kiln.dev/kiln/pkg/generated/clientset/versioned/fake"
 	kilninformers "kiln.dev/kiln/pkg/generated/informers/externalversions"
 )
@@ -288,8 +289,8 @@ func (f *fixture) podDeletes() []podDelete {
 // wantState checks a Claim's phase and Waiting reason ("" for none).
 func wantState(t *testing.T, cl *v1alpha1.Claim, phase v1alpha1.ClaimPhase, reason string) {
 	t.Helper()
-	if cl.Status.Phase != phase || WaitingReason(cl) != reason {
-		t.Errorf("claim %s is %q waiting %q (%s), want %q waiting %q", cl.Name, cl.Status.Phase, WaitingReason(cl), WaitingMessage(cl), phase, reason)
+	if cl.Status.Phase != phase || handover.WaitingReason(cl) != reason {
+		t.Errorf("claim %s is %q waiting %q (%s), want %q waiting %q", cl.Name, cl.Status.Phase, handover.WaitingReason(cl), handover.WaitingMessage(cl), phase, reason)
 	}
 }
 
@@ -320,7 +321,7 @@ func held(cl *v1alpha1.Claim, node string) (*v1alpha1.Claim, *corev1.Pod) {
 	if cl.Spec.ExpireAfter != nil {
 		cl.Status.ExpiresAt = ptr.To(metav1.NewTime(start.Add(cl.Spec.ExpireAfter.Duration)))
 	}
-	h := RenderHolder(cl, h100(), node, ask, "pause")
+	h := handover.RenderHolder(cl, h100(), node, ask, "pause")
 	h.UID = "holder-1"
 	h.Spec.NodeName = node
 	h.Status.Phase = corev1.PodRunning
@@ -355,7 +356,7 @@ func instancePod(inst *v1alpha1.Instance, node string, bound bool) *corev1.Pod {
 	p.UID = "pod-" + inst.UID
 	p.OwnerReferences = []metav1.OwnerReference{{APIVersion: v1alpha1.SchemeGroupVersion.String(), Kind: "Instance",
 		Name: inst.Name, UID: inst.UID, Controller: ptr.To(true)}}
-	p.Spec.Affinity = PinTo(node)
+	p.Spec.Affinity = handover.PinTo(node)
 	if bound {
 		p.Spec.NodeName = node
 	} else {
@@ -389,13 +390,13 @@ func TestSyncPlacesThenBinds(t *testing.T) {
 	if got.Status.NodeName != "gpu-2" || got.Status.ExpiresAt != nil || len(got.Status.Devices) != 0 {
 		t.Errorf("status %+v, want placed on the fuller gpu-2, no devices or expiry yet", got.Status)
 	}
-	h := f.pod(HolderName(cl))
+	h := f.pod(handover.HolderName(cl))
 	if h == nil {
-		t.Fatalf("no holder Pod %s; writes %v", HolderName(cl), f.writes())
+		t.Fatalf("no holder Pod %s; writes %v", handover.HolderName(cl), f.writes())
 	}
-	if h.Spec.PriorityClassName != v1alpha1.ClaimPriorityClassName || PinnedNode(h) != "gpu-2" || !controlledBy(h, cl) || h.Labels[LabelClaim] != "train" {
+	if h.Spec.PriorityClassName != v1alpha1.ClaimPriorityClassName || handover.PinnedNode(h) != "gpu-2" || !controlledBy(h, cl) || h.Labels[v1alpha1.LabelClaim] != "train" {
 		t.Errorf("holder priority %q pinned to %q labels %v owners %v; want kiln-claim, gpu-2, the claim's label and controller",
-			h.Spec.PriorityClassName, PinnedNode(h), h.Labels, h.OwnerReferences)
+			h.Spec.PriorityClassName, handover.PinnedNode(h), h.Labels, h.OwnerReferences)
 	}
 	if diff := cmp.Diff(quantities(resources(gpu, 4)), quantities(h.Spec.Containers[0].Resources.Requests)); diff != "" {
 		t.Errorf("holder requests (-want +got):\n%s", diff)
@@ -419,7 +420,7 @@ func TestSyncPlacesThenBinds(t *testing.T) {
 	wantState(t, f.claim("train"), v1alpha1.ClaimPending, v1alpha1.ClaimReasonScheduling)
 
 	f.catchUp()
-	f.bind(HolderName(cl), "gpu-2")
+	f.bind(handover.HolderName(cl), "gpu-2")
 	f.clock = start.Add(10 * time.Second)
 	if after := f.sync(); after != 2*time.Hour {
 		t.Errorf("once Bound, requeue in %v, want the 2h to expiry", after)
@@ -458,7 +459,7 @@ func TestSyncCountsPlacementsNotYetSeen(t *testing.T) {
 	// Seen, it is counted as the hold it is.
 	f.catchUp()
 	f.syncKey(cache.ObjectName{Namespace: tenant, Name: "other"})
-	if got := f.claim("other"); got.Status.NodeName != "" || f.pod(HolderName(got)) != nil {
+	if got := f.claim("other"); got.Status.NodeName != "" || f.pod(handover.HolderName(got)) != nil {
 		t.Errorf("other placed on %q beside train's hold", got.Status.NodeName)
 	}
 }
@@ -492,8 +493,8 @@ func TestSyncUnschedulableHolder(t *testing.T) {
 			if got.Status.NodeName != tc.wantNode {
 				t.Errorf("nodeName %q, want %q", got.Status.NodeName, tc.wantNode)
 			}
-			if !strings.Contains(WaitingMessage(got), "1 Insufficient nvidia.com/gpu") {
-				t.Errorf("message %q, want the scheduler's word", WaitingMessage(got))
+			if !strings.Contains(handover.WaitingMessage(got), "1 Insufficient nvidia.com/gpu") {
+				t.Errorf("message %q, want the scheduler's word", handover.WaitingMessage(got))
 			}
 			var want []podDelete
 			if tc.wantDeleted {
@@ -818,7 +819,7 @@ func TestSyncDetach(t *testing.T) {
 		// A Pod that only carries the Claim's label is no Instance's: it
 		// must not keep the holder from the cards.
 		name:       "the Instance is gone, a Pod of the tenant's carries the label: held again, not gated",
-		pod:        &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "decoy", Namespace: tenant, Labels: map[string]string{LabelClaim: "train"}}},
+		pod:        &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "decoy", Namespace: tenant, Labels: map[string]string{v1alpha1.LabelClaim: "train"}}},
 		wantPhase:  v1alpha1.ClaimBound,
 		wantHolder: true,
 		wantExpiry: true,
@@ -855,15 +856,15 @@ func TestSyncDetach(t *testing.T) {
 
 			got := f.claim("train")
 			wantState(t, got, tc.wantPhase, "")
-			h := f.pod(HolderName(cl))
+			h := f.pod(handover.HolderName(cl))
 			if (h != nil) != tc.wantHolder {
 				t.Fatalf("holder %v, want one: %v", h, tc.wantHolder)
 			}
-			if h != nil && (PinnedNode(h) != "gpu-1" || h.Status.NominatedNodeName != "gpu-1") {
-				t.Errorf("holder pinned to %q nominated to %q, want gpu-1", PinnedNode(h), h.Status.NominatedNodeName)
+			if h != nil && (handover.PinnedNode(h) != "gpu-1" || h.Status.NominatedNodeName != "gpu-1") {
+				t.Errorf("holder pinned to %q nominated to %q, want gpu-1", handover.PinnedNode(h), h.Status.NominatedNodeName)
 			}
-			if h != nil && Gated(h) != tc.wantGated {
-				t.Errorf("holder gated: %v, want %v", Gated(h), tc.wantGated)
+			if h != nil && handover.Gated(h) != tc.wantGated {
+				t.Errorf("holder gated: %v, want %v", handover.Gated(h), tc.wantGated)
 			}
 			var wantExpiry *metav1.Time
 			if tc.wantExpiry {
@@ -890,7 +891,7 @@ func TestSyncDetach(t *testing.T) {
 				f.catchUp()
 				f.sync()
 				f.catchUp()
-				if h := f.pod(HolderName(cl)); h == nil || Gated(h) {
+				if h := f.pod(handover.HolderName(cl)); h == nil || handover.Gated(h) {
 					t.Errorf("with the Instance's Pod gone, the holder %v is still gated", h)
 				}
 			}
@@ -1003,13 +1004,13 @@ func TestSyncWaitingReasons(t *testing.T) {
 			got := f.claim("train")
 			wantState(t, got, v1alpha1.ClaimPending, tc.wantReason)
 			placed := tc.wantReason == v1alpha1.ClaimReasonScheduling
-			if h := f.pod(HolderName(got)); (h != nil) != placed {
+			if h := f.pod(handover.HolderName(got)); (h != nil) != placed {
 				t.Errorf("holder %v, want one: %v", h, placed)
 			}
 			if placed {
 				return
 			}
-			if msg := WaitingMessage(got); msg != tc.wantMessage {
+			if msg := handover.WaitingMessage(got); msg != tc.wantMessage {
 				t.Errorf("message\n %q, want\n %q", msg, tc.wantMessage)
 			}
 			if got.Status.NodeName != "" {
@@ -1053,14 +1054,14 @@ func TestSyncClaimSet(t *testing.T) {
 				if name == "train" {
 					wantState(t, got, v1alpha1.ClaimPending, v1alpha1.ClaimReasonScheduling)
 				}
-				h := f.pod(HolderName(got))
+				h := f.pod(handover.HolderName(got))
 				if tc.wantNode == "" {
 					if h != nil {
 						t.Errorf("%s got a holder before the set settled", name)
 					}
 					continue
 				}
-				if h == nil || PinnedNode(h) != tc.wantNode {
+				if h == nil || handover.PinnedNode(h) != tc.wantNode {
 					t.Errorf("%s holder %v, want one on %s", name, h, tc.wantNode)
 				}
 			}
@@ -1073,7 +1074,7 @@ func TestSyncClaimSet(t *testing.T) {
 
 func TestSyncNameConflict(t *testing.T) {
 	cl := newClaim("train", 4)
-	foreign := pod(HolderName(cl), "gpu-1", resources(gpu, 1))
+	foreign := pod(handover.HolderName(cl), "gpu-1", resources(gpu, 1))
 	f := newFixture(t, cl, foreign, h100(), node("gpu-1"))
 	f.sync()
 	got := f.claim("train")
@@ -1136,8 +1137,8 @@ func TestSyncDeletion(t *testing.T) {
 					t.Fatal("finalizer removed under a running Instance")
 				}
 				wantState(t, got, v1alpha1.ClaimAttached, ReasonInstanceRunning)
-				if !strings.Contains(WaitingMessage(got), "waits for Instance job") {
-					t.Errorf("message %q, want it to name the Instance", WaitingMessage(got))
+				if !strings.Contains(handover.WaitingMessage(got), "waits for Instance job") {
+					t.Errorf("message %q, want it to name the Instance", handover.WaitingMessage(got))
 				}
 				if told := hasEvent(events, "Warning InstanceRunning"); told == tc.told {
 					t.Errorf("events %v; told before: %v", events, tc.told)
@@ -1203,8 +1204,8 @@ func TestSyncHolderStuckTerminating(t *testing.T) {
 					t.Errorf("deleted %v: the holder is Terminating already, and only its kubelet may end it", d)
 				}
 			}
-			if after := f.sync(); after != time.Second+StuckAfter {
-				t.Errorf("requeue in %v, want when the holder is overdue (%v)", after, time.Second+StuckAfter)
+			if after := f.sync(); after != time.Second+handover.StuckAfter {
+				t.Errorf("requeue in %v, want when the holder is overdue (%v)", after, time.Second+handover.StuckAfter)
 			}
 			check("")
 			if e := f.events(); len(e) != 0 {
@@ -1217,7 +1218,7 @@ func TestSyncHolderStuckTerminating(t *testing.T) {
 				t.Errorf("requeue in %v, want %v: it keeps looking", after, recheck)
 			}
 			check(ReasonHolderTerminating)
-			if msg := WaitingMessage(f.claim("train")); !strings.Contains(msg, "holder Pod train-hold on gpu-1 was to be gone by 2026-03-01T09:00:01Z") {
+			if msg := handover.WaitingMessage(f.claim("train")); !strings.Contains(msg, "holder Pod train-hold on gpu-1 was to be gone by 2026-03-01T09:00:01Z") {
 				t.Errorf("message %q, want it to name the Pod, its node and its deadline", msg)
 			}
 			if e := f.events(); !hasEvent(e, "Warning HolderTerminating holder Pod train-hold") {
@@ -1241,7 +1242,7 @@ func TestSyncHolderStuckTerminating(t *testing.T) {
 			switch {
 			case tc.deleted && !apierrors.IsNotFound(err) && (err != nil || slices.Contains(got.Finalizers, v1alpha1.ClaimFinalizer)):
 				t.Errorf("deleted claim kept its finalizer once its holder was gone: %v", err)
-			case !tc.deleted && (err != nil || got.Status.NodeName != "" || WaitingReason(got) != ""):
+			case !tc.deleted && (err != nil || got.Status.NodeName != "" || handover.WaitingReason(got) != ""):
 				t.Errorf("expired claim %+v still holds once its holder is gone (%v)", got.Status, err)
 			}
 		})

@@ -15,7 +15,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"kiln.dev/kiln/pkg/apis/gpu/v1alpha1"
-	"kiln.dev/kiln/pkg/reconcile/claim"
+	"kiln.dev/kiln/pkg/domain/handover"
 )
 
 // onClaim is running() on Claim "reserved".
@@ -38,7 +38,7 @@ func reserved(phase v1alpha1.ClaimPhase, node, attachedTo string) *v1alpha1.Clai
 // holderOf is cl's holder Pod as the claim loop makes it, unbound and
 // nominated to node ("" for not nominated).
 func holderOf(cl *v1alpha1.Claim, node string) *corev1.Pod {
-	pod := claim.RenderHolder(cl, h100(), "gpu-1", corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("1")}, "registry.k8s.io/pause:3.10")
+	pod := handover.RenderHolder(cl, h100(), "gpu-1", corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("1")}, "registry.k8s.io/pause:3.10")
 	pod.UID = "holder-1"
 	pod.Status.NominatedNodeName = node
 	return pod
@@ -170,11 +170,11 @@ func TestSyncClaimAttachedCreatesPod(t *testing.T) {
 		t.Fatal("no Pod created")
 	}
 	wantLabels := Labels(inst)
-	wantLabels[claim.LabelClaim] = "reserved"
+	wantLabels[v1alpha1.LabelClaim] = "reserved"
 	if diff := cmp.Diff(wantLabels, pod.Labels); diff != "" {
 		t.Errorf("Pod labels (-want +got):\n%s", diff)
 	}
-	if diff := cmp.Diff(claim.PinTo("gpu-1"), pod.Spec.Affinity); diff != "" {
+	if diff := cmp.Diff(handover.PinTo("gpu-1"), pod.Spec.Affinity); diff != "" {
 		t.Errorf("Pod affinity (-want +got):\n%s", diff)
 	}
 	if pod.Spec.PriorityClassName != "kiln-claim" || pod.Spec.NodeName != "" {
@@ -192,7 +192,7 @@ func TestSyncClaimAttachedCreatesPod(t *testing.T) {
 	}
 	f.wantPhase(v1alpha1.InstanceStarting, ReasonStarting)
 
-	if !claim.Gated(pod) {
+	if !handover.Gated(pod) {
 		t.Errorf("scheduling gates %v, want the hand-over gate until the holder is gone", pod.Spec.SchedulingGates)
 	}
 
@@ -202,7 +202,7 @@ func TestSyncClaimAttachedCreatesPod(t *testing.T) {
 	if diff := cmp.Diff([]string{"update pods"}, f.writes()); diff != "" {
 		t.Errorf("writes once the holder is gone (-want +got):\n%s", diff)
 	}
-	if claim.Gated(f.pod()) {
+	if handover.Gated(f.pod()) {
 		t.Error("the Pod is still gated with the holder gone")
 	}
 	f.catchUp()
@@ -217,13 +217,13 @@ func TestSyncClaimAttachedCreatesPod(t *testing.T) {
 func TestSyncClaimGateIgnoresAHolderNameSquatter(t *testing.T) {
 	inst := onClaim()
 	cl := reserved(v1alpha1.ClaimAttached, "gpu-1", "train")
-	squatter := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: claim.HolderName(cl), Namespace: inst.Namespace}}
+	squatter := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: handover.HolderName(cl), Namespace: inst.Namespace}}
 	f := newFixture(t, Options{}, inst, h100(), gpuNode(), cl, squatter)
 	f.sync()
 	f.catchUp()
 	f.sync()
 	f.catchUp()
-	if claim.Gated(f.pod()) {
+	if handover.Gated(f.pod()) {
 		t.Error("a Pod the Claim does not control kept the Instance's Pod gated")
 	}
 }
@@ -232,7 +232,7 @@ func TestSyncClaimGateIgnoresAHolderNameSquatter(t *testing.T) {
 func TestSyncClaimGateWaitsForTheHolder(t *testing.T) {
 	inst := onClaim()
 	cl := reserved(v1alpha1.ClaimAttached, "gpu-1", "train")
-	holder := claim.RenderHolder(cl, h100(), "gpu-1", corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("2")}, "pause")
+	holder := handover.RenderHolder(cl, h100(), "gpu-1", corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("2")}, "pause")
 	f := newFixture(t, Options{}, inst, h100(), gpuNode(), cl, holder)
 	f.sync()
 	f.catchUp()
@@ -242,7 +242,7 @@ func TestSyncClaimGateWaitsForTheHolder(t *testing.T) {
 	if w := f.writes(); len(w) != 0 {
 		t.Errorf("wrote %v while the holder is there", w)
 	}
-	if !claim.Gated(f.pod()) {
+	if !handover.Gated(f.pod()) {
 		t.Error("the Pod was let through while the holder is there")
 	}
 }
@@ -310,7 +310,7 @@ func TestSyncClaimLostKeepsItsNode(t *testing.T) {
 			if pod == nil {
 				t.Fatal("no Pod")
 			}
-			if node := claim.PinnedNode(pod); node != "gpu-1" {
+			if node := handover.PinnedNode(pod); node != "gpu-1" {
 				t.Errorf("Pod pinned to %q, want gpu-1", node)
 			}
 			if reason := readyCondition(t, f.instance().Status).Reason; reason == ReasonClaimNotAttached {
@@ -502,7 +502,7 @@ func TestSyncWithoutClaimIgnoresClaims(t *testing.T) {
 				t.Errorf("writes %v, want a create %v, a delete %v", f.writes(), tc.wantCreate, tc.wantDelete)
 			}
 			if pod := f.pod(); tc.wantCreate && pod != nil {
-				if _, ok := pod.Labels[claim.LabelClaim]; ok || pod.Spec.Affinity != nil || pod.Spec.PriorityClassName != "" {
+				if _, ok := pod.Labels[v1alpha1.LabelClaim]; ok || pod.Spec.Affinity != nil || pod.Spec.PriorityClassName != "" {
 					t.Errorf("labels %v affinity %v priorityClassName %q, want none of a Claim's", pod.Labels, pod.Spec.Affinity, pod.Spec.PriorityClassName)
 				}
 			}

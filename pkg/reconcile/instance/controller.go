@@ -21,7 +21,6 @@ import (
 	"kiln.dev/kiln/pkg/generated/clientset/versioned"
 	kilninformers "kiln.dev/kiln/pkg/generated/informers/externalversions/gpu/v1alpha1"
 	listers "kiln.dev/kiln/pkg/generated/listers/gpu/v1alpha1"
-	"kiln.dev/kiln/pkg/reconcile/claim"
 	"kiln.dev/kiln/pkg/reconcile/queue"
 )
 
@@ -234,7 +233,7 @@ func (c *Controller) handleDeleted(obj metav1.Object) {
 	// A Claim's holder gone: the Instance on the Claim, whose Pod waits
 	// behind the hand-over gate for it, goes ahead at once.
 	if ref := metav1.GetControllerOf(obj); ref != nil && ref.Kind == "Claim" && ref.APIVersion == v1alpha1.SchemeGroupVersion.String() {
-		if cl, ok := obj.GetLabels()[claim.LabelClaim]; ok {
+		if cl, ok := obj.GetLabels()[v1alpha1.LabelClaim]; ok {
 			c.enqueueIndexed(byClaim, obj.GetNamespace()+"/"+cl)
 		}
 	}

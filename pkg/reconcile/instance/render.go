@@ -14,15 +14,13 @@ import (
 	"k8s.io/utils/ptr"
 
 	"kiln.dev/kiln/pkg/apis/gpu/v1alpha1"
-	"kiln.dev/kiln/pkg/reconcile/claim"
+	"kiln.dev/kiln/pkg/domain/handover"
 )
 
 // Labels that tie a Pod or Service to its Instance.
 const (
-	LabelInstance     = "gpu.kiln.dev/instance"
-	LabelInstanceType = "gpu.kiln.dev/instancetype"
-	LabelManagedBy    = "app.kubernetes.io/managed-by"
-	ManagedBy         = "kiln-controller"
+	LabelManagedBy = "app.kubernetes.io/managed-by"
+	ManagedBy      = "kiln-controller"
 )
 
 const (
@@ -144,11 +142,11 @@ func RenderPod(inst *v1alpha1.Instance, t *v1alpha1.InstanceType, node *corev1.N
 // at the Claims' priority, which the hand-over from the Claim's holder
 // relies on, gated until the holder is gone.
 func RenderOnClaim(pod *corev1.Pod, claimName, node string) {
-	pod.Labels[claim.LabelClaim] = claimName
-	pod.Spec.Affinity = claim.PinTo(node)
+	pod.Labels[v1alpha1.LabelClaim] = claimName
+	pod.Spec.Affinity = handover.PinTo(node)
 	pod.Spec.PriorityClassName = v1alpha1.ClaimPriorityClassName
 	// Bound only once the holder is gone, so it gets the holder's devices.
-	pod.Spec.SchedulingGates = []corev1.PodSchedulingGate{{Name: claim.HandOverGate}}
+	pod.Spec.SchedulingGates = []corev1.PodSchedulingGate{{Name: handover.HandOverGate}}
 }
 
 // objectMeta names a rendered object after its Instance, labels it and
@@ -165,9 +163,9 @@ func objectMeta(inst *v1alpha1.Instance) metav1.ObjectMeta {
 // Labels are the labels of every object rendered for an Instance.
 func Labels(inst *v1alpha1.Instance) map[string]string {
 	return map[string]string{
-		LabelInstance:     inst.Name,
-		LabelInstanceType: inst.Spec.Type,
-		LabelManagedBy:    ManagedBy,
+		v1alpha1.LabelInstance:     inst.Name,
+		v1alpha1.LabelInstanceType: inst.Spec.Type,
+		LabelManagedBy:             ManagedBy,
 	}
 }
 
@@ -266,7 +264,7 @@ func RenderService(inst *v1alpha1.Instance, existing *corev1.Service) *corev1.Se
 		ObjectMeta: objectMeta(inst),
 		Spec: corev1.ServiceSpec{
 			Type:     corev1.ServiceTypeNodePort,
-			Selector: map[string]string{LabelInstance: inst.Name},
+			Selector: map[string]string{v1alpha1.LabelInstance: inst.Name},
 		},
 	}
 	for _, p := range inst.Spec.Ports {

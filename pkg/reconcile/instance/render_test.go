@@ -11,7 +11,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"kiln.dev/kiln/pkg/apis/gpu/v1alpha1"
-	"kiln.dev/kiln/pkg/reconcile/claim"
+	"kiln.dev/kiln/pkg/domain/handover"
 )
 
 func h100() *v1alpha1.InstanceType {
@@ -149,7 +149,7 @@ func TestRenderPodShape(t *testing.T) {
 	}
 	wantMeta := metav1.ObjectMeta{
 		Name: "train", Namespace: "tenant-a",
-		Labels: map[string]string{LabelInstance: "train", LabelInstanceType: "h100", LabelManagedBy: ManagedBy},
+		Labels: map[string]string{v1alpha1.LabelInstance: "train", v1alpha1.LabelInstanceType: "h100", LabelManagedBy: ManagedBy},
 		OwnerReferences: []metav1.OwnerReference{{
 			APIVersion: "gpu.kiln.dev/v1alpha1", Kind: "Instance", Name: "train", UID: "uid-1",
 			Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true),
@@ -229,9 +229,9 @@ func TestRenderOnClaim(t *testing.T) {
 	RenderOnClaim(pod, "reserved", "gpu-1")
 
 	want := plain.DeepCopy()
-	want.Labels[claim.LabelClaim] = "reserved"
+	want.Labels[v1alpha1.LabelClaim] = "reserved"
 	want.Spec.PriorityClassName = "kiln-claim"
-	want.Spec.SchedulingGates = []corev1.PodSchedulingGate{{Name: claim.HandOverGate}}
+	want.Spec.SchedulingGates = []corev1.PodSchedulingGate{{Name: handover.HandOverGate}}
 	want.Spec.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{
 		RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{
 			NodeSelectorTerms: []corev1.NodeSelectorTerm{{
@@ -242,11 +242,11 @@ func TestRenderOnClaim(t *testing.T) {
 	if diff := cmp.Diff(want, pod); diff != "" {
 		t.Errorf("Pod (-want +got):\n%s", diff)
 	}
-	if diff := cmp.Diff(claim.PinTo("gpu-1"), pod.Spec.Affinity); diff != "" {
-		t.Errorf("affinity is not claim.PinTo (-want +got):\n%s", diff)
+	if diff := cmp.Diff(handover.PinTo("gpu-1"), pod.Spec.Affinity); diff != "" {
+		t.Errorf("affinity is not handover.PinTo (-want +got):\n%s", diff)
 	}
-	if node := claim.PinnedNode(pod); node != "gpu-1" {
-		t.Errorf("claim.PinnedNode %q, want gpu-1", node)
+	if node := handover.PinnedNode(pod); node != "gpu-1" {
+		t.Errorf("handover.PinnedNode %q, want gpu-1", node)
 	}
 }
 
@@ -422,7 +422,7 @@ func TestRenderService(t *testing.T) {
 				}
 				return
 			}
-			if svc.Spec.Type != corev1.ServiceTypeNodePort || svc.Spec.Selector[LabelInstance] != "train" || len(svc.Spec.Selector) != 1 {
+			if svc.Spec.Type != corev1.ServiceTypeNodePort || svc.Spec.Selector[v1alpha1.LabelInstance] != "train" || len(svc.Spec.Selector) != 1 {
 				t.Errorf("type %q selector %v", svc.Spec.Type, svc.Spec.Selector)
 			}
 			if diff := cmp.Diff([]metav1.OwnerReference{OwnerReference(inst)}, svc.OwnerReferences); diff != "" {

@@ -12,7 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"kiln.dev/kiln/pkg/apis/gpu/v1alpha1"
-	"kiln.dev/kiln/pkg/reconcile/claim"
+	"kiln.dev/kiln/pkg/domain/handover"
 )
 
 // Reasons of the Ready condition and of the Events the controller records.
@@ -113,7 +113,7 @@ func computeStatus(o observed) v1alpha1.InstanceStatus {
 		if inst.DeletionTimestamp != nil {
 			st.Phase = v1alpha1.InstanceDeleting
 		}
-		reason, message = ReasonPodTerminating, claim.OverdueMessage(o.pod)
+		reason, message = ReasonPodTerminating, handover.OverdueMessage(o.pod)
 	case inst.DeletionTimestamp != nil:
 		st.Phase, reason, message = v1alpha1.InstanceDeleting, ReasonDeleting, "the Instance is being deleted; its Pod and Service are removed first"
 	case inst.Spec.Stopped && o.pod == nil:

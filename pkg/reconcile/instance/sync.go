@@ -19,7 +19,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"kiln.dev/kiln/pkg/apis/gpu/v1alpha1"
-	"kiln.dev/kiln/pkg/reconcile/claim"
+	"kiln.dev/kiln/pkg/domain/handover"
 )
 
 // Annotations on a rendered Pod: the Instance generation it was built
@@ -153,7 +153,7 @@ func (c *Controller) podOverdue(pod *corev1.Pod) (bool, time.Duration) {
 	if pod == nil || pod.DeletionTimestamp == nil {
 		return false, 0
 	}
-	overdue, left := claim.Overdue(pod, c.now())
+	overdue, left := handover.Overdue(pod, c.now())
 	if overdue {
 		return true, podStuckRecheck
 	}
@@ -217,7 +217,7 @@ func (c *Controller) syncPod(ctx context.Context, o *observed, t *v1alpha1.Insta
 		if claimNode != "" {
 			// Nominated, it has the claimed cards reserved: the Claim's
 			// holder goes only then.
-			return 0, client404(claim.Nominate(ctx, c.kube, created, claimNode))
+			return 0, client404(handover.Nominate(ctx, c.kube, created, claimNode, ManagedBy))
 		}
 	case pod.DeletionTimestamp != nil:
 		// Its deletion wakes us.
@@ -235,15 +235,15 @@ func (c *Controller) syncPod(ctx context.Context, o *observed, t *v1alpha1.Insta
 			return 0, client404(err)
 		}
 	case claimNode != "" && pod.Spec.NodeName == "" && pod.Status.NominatedNodeName != claimNode:
-		return 0, client404(claim.Nominate(ctx, c.kube, pod, claimNode))
-	case claimNode != "" && claim.Gated(pod):
+		return 0, client404(handover.Nominate(ctx, c.kube, pod, claimNode, ManagedBy))
+	case claimNode != "" && handover.Gated(pod):
 		// The holder goes once this Pod is nominated; the Pod is let
 		// through once the holder is gone, to get the holder's devices.
 		gone, err := c.holderGone(inst)
 		if err != nil || !gone {
 			return handOverPoll, err
 		}
-		return 0, client404(claim.Ungate(ctx, c.kube, pod))
+		return 0, client404(handover.Ungate(ctx, c.kube, pod, ManagedBy))
 	default:
 		// A Pod that runs forgives earlier refusals, but only once the
 		// window they opened is over: one that flaps between Ready and
@@ -548,8 +548,8 @@ func (c *Controller) claimNode(o *observed) (string, error) {
 			phase = v1alpha1.ClaimPending
 		}
 		why := ""
-		if r := claim.WaitingReason(cl); r != "" {
-			why = fmt.Sprintf(" (%s: %s)", r, claim.WaitingMessage(cl))
+		if r := handover.WaitingReason(cl); r != "" {
+			why = fmt.Sprintf(" (%s: %s)", r, handover.WaitingMessage(cl))
 		}
 		o.claimWait = fmt.Sprintf("waiting for claim %s, which is %s%s", cl.Name, phase, why)
 	}
@@ -580,14 +580,14 @@ func (c *Controller) claimKeeps(inst *v1alpha1.Instance, pod *corev1.Pod) (bool,
 		(cl.Status.Phase == v1alpha1.ClaimAttached && cl.Status.AttachedTo != inst.Name) {
 		return false, nil
 	}
-	holder, err := c.pods.Pods(cl.Namespace).Get(claim.HolderName(cl))
+	holder, err := c.pods.Pods(cl.Namespace).Get(handover.HolderName(cl))
 	if apierrors.IsNotFound(err) {
 		return true, nil
 	}
 	if err != nil {
 		return false, err
 	}
-	return !(metav1.IsControlledBy(holder, cl) && claim.Reserves(holder, node)), nil
+	return !(metav1.IsControlledBy(holder, cl) && handover.Reserves(holder, node)), nil
 }
 
 // holderGone says whether the holder of the Instance's Claim no longer
@@ -602,7 +602,7 @@ func (c *Controller) holderGone(inst *v1alpha1.Instance) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	holder, err := c.pods.Pods(inst.Namespace).Get(claim.HolderName(cl))
+	holder, err := c.pods.Pods(inst.Namespace).Get(handover.HolderName(cl))
 	if apierrors.IsNotFound(err) {
 		return true, nil
 	}

@@ -14,9 +14,9 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/klog/v2"
 
 	"kiln.dev/kiln/pkg/apis/gpu/v1alpha1"
+	"kiln.dev/kiln/pkg/domain/pool"
 )
 
 // ConditionAvailable is True while the pool has room for one more Instance
@@ -31,85 +31,11 @@ const (
 	ReasonNoNodes           = "NoNodes"
 )
 
-// modelLabels names, per vendor, the node label that carries the card
-// model. NVIDIA's is set by GPU feature discovery. Other vendors have no
-// label we can rely on, so their pool is the nodeSelector alone and the
-// admin selects the model there.
-var modelLabels = map[string]string{
-	"nvidia": "nvidia.com/gpu.product",
-}
-
-// InPool reports whether node carries every label of the type's
-// nodeSelector and, for a vendor with a known model label, the model. It
-// says nothing about whether the node can take Pods now.
-func InPool(t *v1alpha1.InstanceType, node *corev1.Node) bool {
-	for k, v := range t.Spec.NodeSelector {
-		if got, ok := node.Labels[k]; !ok || got != v {
-			return false
-		}
-	}
-	if a := t.Spec.Accelerator; a != nil {
-		if label, ok := modelLabels[a.Vendor]; ok && node.Labels[label] != a.Model {
-			return false
-		}
-	}
-	return true
-}
-
-// Schedulable reports whether the scheduler would place a Pod of the type
-// on node: Ready, not cordoned, and no NoSchedule or NoExecute taint the
-// type's tolerations miss. Nodes that are not contribute nothing.
-func Schedulable(t *v1alpha1.InstanceType, node *corev1.Node) bool {
-	if node.Spec.Unschedulable || !isReady(node) {
-		return false
-	}
-	for i := range node.Spec.Taints {
-		taint := &node.Spec.Taints[i]
-		if taint.Effect == corev1.TaintEffectPreferNoSchedule {
-			continue
-		}
-		// Gt and Lt tolerations only pass validation where the cluster
-		// enables them, so honouring them here is safe.
-		tolerated := slices.ContainsFunc(t.Spec.Tolerations, func(tol corev1.Toleration) bool {
-			return tol.ToleratesTaint(klog.Background(), taint, true)
-		})
-		if !tolerated {
-			return false
-		}
-	}
-	return true
-}
-
-func isReady(node *corev1.Node) bool {
-	for _, c := range node.Status.Conditions {
-		if c.Type == corev1.NodeReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
-}
-
-// CardResource is the extended resource that counts whole cards: the
-// exclusive one, else the one slices sit on. "" for a CPU-only or a
-// partitions-only type, which have no whole cards to offer.
-func CardResource(t *v1alpha1.InstanceType) corev1.ResourceName {
-	a := t.Spec.Accelerator
-	switch {
-	case a == nil:
-		return ""
-	case a.Exclusive != nil && a.Exclusive.ResourceName != "":
-		return corev1.ResourceName(a.Exclusive.ResourceName)
-	case a.Sliced != nil && a.Sliced.ResourceName != "":
-		return corev1.ResourceName(a.Sliced.ResourceName)
-	}
-	return ""
-}
-
 // countedResources are the resources whose use changes the type's
 // capacity: its card resource and its partitions'.
 func countedResources(t *v1alpha1.InstanceType) []corev1.ResourceName {
 	var names []corev1.ResourceName
-	if r := CardResource(t); r != "" {
+	if r := pool.CardResource(t); r != "" {
 		names = append(names, r)
 	}
 	if a := t.Spec.Accelerator; a != nil {
@@ -133,23 +59,23 @@ func countedResources(t *v1alpha1.InstanceType) []corev1.ResourceName {
 func Capacity(t *v1alpha1.InstanceType, nodes []*corev1.Node, pods []*corev1.Pod) v1alpha1.InstanceTypeCapacity {
 	counted := map[string]*corev1.Node{}
 	for _, n := range nodes {
-		if InPool(t, n) && Schedulable(t, n) {
+		if pool.InPool(t, n) && pool.Schedulable(t, n) {
 			counted[n.Name] = n
 		}
 	}
 	used := map[string]corev1.ResourceList{}
 	for _, p := range pods {
-		if _, ok := counted[p.Spec.NodeName]; !ok || !Occupies(p) {
+		if _, ok := counted[p.Spec.NodeName]; !ok || !pool.Occupies(p) {
 			continue
 		}
 		if used[p.Spec.NodeName] == nil {
 			used[p.Spec.NodeName] = corev1.ResourceList{}
 		}
-		addResources(used[p.Spec.NodeName], PodRequests(p))
+		pool.AddResources(used[p.Spec.NodeName], pool.PodRequests(p))
 	}
 
 	c := v1alpha1.InstanceTypeCapacity{Nodes: int32(len(counted))}
-	c.Cards, c.FreeCards = count(counted, used, CardResource(t))
+	c.Cards, c.FreeCards = count(counted, used, pool.CardResource(t))
 	if a := t.Spec.Accelerator; a != nil {
 		for _, p := range a.Partitions {
 			total, free := count(counted, used, corev1.ResourceName(p.ResourceName))
@@ -173,73 +99,6 @@ func count(nodes map[string]*corev1.Node, used map[string]corev1.ResourceList, n
 		free += int32(max(alloc.Value()-inUse.Value(), 0))
 	}
 	return total, free
-}
-
-// Occupies reports whether the scheduler counts the Pod against its node:
-// bound and not finished.
-func Occupies(p *corev1.Pod) bool {
-	return p.Spec.NodeName != "" && p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed
-}
-
-// PodRequests is what the scheduler reserves for a Pod: its containers
-// together or its largest init container, whichever is more, where an init
-// container with restartPolicy Always (a sidecar) keeps running beside
-// everything started after it; plus the runtime class overhead. It reads
-// the spec only, so the allocation of a Pod being resized in place is not
-// looked at.
-func PodRequests(p *corev1.Pod) corev1.ResourceList {
-	reqs := corev1.ResourceList{}
-	for i := range p.Spec.Containers {
-		addResources(reqs, containerRequests(&p.Spec.Containers[i]))
-	}
-	sidecars := corev1.ResourceList{}
-	initPeak := corev1.ResourceList{}
-	for i := range p.Spec.InitContainers {
-		c := &p.Spec.InitContainers[i]
-		r := containerRequests(c)
-		if c.RestartPolicy != nil && *c.RestartPolicy == corev1.ContainerRestartPolicyAlways {
-			addResources(reqs, r)
-			addResources(sidecars, r)
-			r = sidecars.DeepCopy()
-		} else {
-			addResources(r, sidecars)
-		}
-		maxResources(initPeak, r)
-	}
-	maxResources(reqs, initPeak)
-	addResources(reqs, p.Spec.Overhead)
-	return reqs
-}
-
-// containerRequests are the container's requests, with its limits standing
-// in where a request is absent, as API defaulting does.
-func containerRequests(c *corev1.Container) corev1.ResourceList {
-	r := c.Resources.Requests.DeepCopy()
-	if r == nil {
-		r = corev1.ResourceList{}
-	}
-	for name, q := range c.Resources.Limits {
-		if _, ok := r[name]; !ok {
-			r[name] = q.DeepCopy()
-		}
-	}
-	return r
-}
-
-func addResources(into, r corev1.ResourceList) {
-	for name, q := range r {
-		sum := into[name]
-		sum.Add(q)
-		into[name] = sum
-	}
-}
-
-func maxResources(into, r corev1.ResourceList) {
-	for name, q := range r {
-		if cur, ok := into[name]; !ok || q.Cmp(cur) > 0 {
-			into[name] = q.DeepCopy()
-		}
-	}
 }
 
 // Phase is Draining for a type being drained or deleted, Held for one on
@@ -318,7 +177,7 @@ func poolDescription(t *v1alpha1.InstanceType) string {
 		pairs = append(pairs, k+"="+v)
 	}
 	if a := t.Spec.Accelerator; a != nil {
-		if label, ok := modelLabels[a.Vendor]; ok && !slices.Contains(pairs, label+"="+a.Model) {
+		if label, ok := pool.ModelLabel(a.Vendor); ok && !slices.Contains(pairs, label+"="+a.Model) {
 			pairs = append(pairs, label+"="+a.Model)
 		}
 	}

@@ -18,6 +18,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"kiln.dev/kiln/pkg/apis/gpu/v1alpha1"
+	"kiln.dev/kiln/pkg/domain/pool"
 	"kiln.dev/kiln/pkg/generated/clientset/versioned"
 	kilninformers "kiln.dev/kiln/pkg/generated/informers/externalversions/gpu/v1alpha1"
 	listers "kiln.dev/kiln/pkg/generated/listers/gpu/v1alpha1"
@@ -138,7 +139,7 @@ func NewController(
 func nodeChanged(old, cur *corev1.Node) bool {
 	return !maps.Equal(old.Labels, cur.Labels) ||
 		old.Spec.Unschedulable != cur.Spec.Unschedulable ||
-		isReady(old) != isReady(cur) ||
+		pool.NodeReady(old) != pool.NodeReady(cur) ||
 		!apiequality.Semantic.DeepEqual(old.Status.Allocatable, cur.Status.Allocatable) ||
 		!apiequality.Semantic.DeepEqual(old.Spec.Taints, cur.Spec.Taints)
 }
@@ -147,10 +148,10 @@ func nodeChanged(old, cur *corev1.Node) bool {
 // node: binding, finishing, moving, or (in-place resize) its requests.
 // Phase changes between Pending and Running do not.
 func podChanged(old, cur *corev1.Pod) bool {
-	if Occupies(old) != Occupies(cur) || old.Spec.NodeName != cur.Spec.NodeName {
+	if pool.Occupies(old) != pool.Occupies(cur) || old.Spec.NodeName != cur.Spec.NodeName {
 		return true
 	}
-	return Occupies(cur) && !apiequality.Semantic.DeepEqual(PodRequests(old), PodRequests(cur))
+	return pool.Occupies(cur) && !apiequality.Semantic.DeepEqual(pool.PodRequests(old), pool.PodRequests(cur))
 }
 
 // nodeDeleted queues the pools of a deleted node. A tombstone may come
@@ -182,7 +183,7 @@ func (c *Controller) enqueuePoolsOf(nodes ...*corev1.Node) {
 	}
 	for _, t := range types {
 		for _, n := range nodes {
-			if InPool(t, n) {
+			if pool.InPool(t, n) {
 				c.queue.Add(t.Name)
 				break
 			}
@@ -201,16 +202,16 @@ func (c *Controller) enqueuePoolsUsedBy(pods ...*corev1.Pod) {
 		return
 	}
 	for _, p := range pods {
-		if !Occupies(p) {
+		if !pool.Occupies(p) {
 			continue
 		}
 		node, err := c.nodes.Get(p.Spec.NodeName)
 		if err != nil {
 			continue
 		}
-		requests := PodRequests(p)
+		requests := pool.PodRequests(p)
 		for _, t := range types {
-			if InPool(t, node) && usesCounted(t, requests) {
+			if pool.InPool(t, node) && usesCounted(t, requests) {
 				c.queue.Add(t.Name)
 			}
 		}
@@ -290,7 +291,7 @@ func (c *Controller) poolNodes(t *v1alpha1.InstanceType) ([]*corev1.Node, error)
 	}
 	var nodes []*corev1.Node
 	for _, n := range candidates {
-		if InPool(t, n) {
+		if pool.InPool(t, n) {
 			nodes = append(nodes, n)
 		}
 	}

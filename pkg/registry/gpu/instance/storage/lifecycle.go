@@ -9,8 +9,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apiserver/pkg/registry/rest"
 
-	"kiln.dev/kiln/pkg/admission/instancechange"
 	"kiln.dev/kiln/pkg/apis/gpu"
+	"kiln.dev/kiln/pkg/domain/instancechange"
 )
 
 // LifecycleREST serves instances/start and instances/stop. A POST, whose

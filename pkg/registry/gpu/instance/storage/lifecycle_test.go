@@ -13,8 +13,8 @@ import (
 	"k8s.io/apiserver/pkg/authentication/user"
 	"k8s.io/apiserver/pkg/registry/rest"
 
-	"kiln.dev/kiln/pkg/admission/instancechange"
 	"kiln.dev/kiln/pkg/apis/gpu"
+	"kiln.dev/kiln/pkg/domain/instancechange"
 )
 
 // fakeStore does what the generic store's Update does with objInfo and the

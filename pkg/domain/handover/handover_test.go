@@ -1,8 +1,9 @@
-package claim
+package handover
 
 import (
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -13,6 +14,8 @@ import (
 	kubefake "k8s.io/client-go/kubernetes/fake"
 	clienttesting "k8s.io/client-go/testing"
 	"k8s.io/utils/ptr"
+
+	"kiln.dev/kiln/pkg/apis/gpu/v1alpha1"
 )
 
 func TestHolderName(t *testing.T) {
@@ -25,7 +28,7 @@ func TestHolderName(t *testing.T) {
 		{"a cut ending in separators drops them", strings.Repeat("a", 246) + "a.-" + strings.Repeat("b", 4), strings.Repeat("a", 247) + "-hold"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got := HolderName(claim(tc.claim, 1))
+			got := HolderName(&v1alpha1.Claim{ObjectMeta: metav1.ObjectMeta{Name: tc.claim}})
 			if got != tc.want {
 				t.Errorf("HolderName = %q (%d), want %q (%d)", got, len(got), tc.want, len(tc.want))
 			}
@@ -47,7 +50,7 @@ func TestPinnedNode(t *testing.T) {
 		{"a label selector is not a pin", byLabel, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			p := pod("p", "", nil)
+			p := pod("")
 			p.Spec.Affinity = tc.affinity
 			if got := PinnedNode(p); got != tc.want {
 				t.Errorf("PinnedNode = %q, want %q", got, tc.want)
@@ -67,12 +70,12 @@ func TestReserves(t *testing.T) {
 		want bool
 	}{
 		{"no Pod", nil, false},
-		{"bound there", pod("p", "gpu-1", nil), true},
-		{"nominated there", pod("p", "", nil, nominated("gpu-1")), true},
-		{"nominated elsewhere", pod("p", "", nil, nominated("gpu-2")), false},
+		{"bound there", pod("gpu-1"), true},
+		{"nominated there", pod("", nominated("gpu-1")), true},
+		{"nominated elsewhere", pod("", nominated("gpu-2")), false},
 		// The binding wins over a stale nomination.
-		{"bound elsewhere, nominated there", pod("p", "gpu-2", nil, nominated("gpu-1")), false},
-		{"bound there but being deleted", pod("p", "gpu-1", nil, deleting), false},
+		{"bound elsewhere, nominated there", pod("gpu-2", nominated("gpu-1")), false},
+		{"bound there but being deleted", pod("gpu-1", deleting), false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := Reserves(tc.pod, "gpu-1"); got != tc.want {
@@ -90,12 +93,12 @@ func TestNominate(t *testing.T) {
 		wantPatch bool
 		wantErr   bool
 	}{
-		{name: "an unnominated Pod is nominated", pod: pod("p", "", nil), wantPatch: true},
-		{name: "a Pod nominated there already is left alone", pod: pod("p", "", nil, func(p *corev1.Pod) { p.Status.NominatedNodeName = "gpu-1" })},
-		{name: "a bound Pod is left alone", pod: pod("p", "gpu-1", nil)},
-		{name: "the scheduler bound it first", pod: pod("p", "", nil), wantPatch: true,
+		{name: "an unnominated Pod is nominated", pod: pod(""), wantPatch: true},
+		{name: "a Pod nominated there already is left alone", pod: pod("", func(p *corev1.Pod) { p.Status.NominatedNodeName = "gpu-1" })},
+		{name: "a bound Pod is left alone", pod: pod("gpu-1")},
+		{name: "the scheduler bound it first", pod: pod(""), wantPatch: true,
 			patchErr: apierrors.NewInvalid(schema.GroupKind{Kind: "Pod"}, "p", field.ErrorList{field.Forbidden(field.NewPath("status", "nominatedNodeName"), "bound")})},
-		{name: "other errors are returned", pod: pod("p", "", nil), wantPatch: true, wantErr: true,
+		{name: "other errors are returned", pod: pod(""), wantPatch: true, wantErr: true,
 			patchErr: apierrors.NewServiceUnavailable("etcd")},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -103,7 +106,7 @@ func TestNominate(t *testing.T) {
 			if tc.patchErr != nil {
 				kube.PrependReactor("patch", "pods", func(clienttesting.Action) (bool, runtime.Object, error) { return true, nil, tc.patchErr })
 			}
-			err := Nominate(t.Context(), kube, tc.pod, "gpu-1")
+			err := Nominate(t.Context(), kube, tc.pod, "gpu-1", "test")
 			if (err != nil) != tc.wantErr {
 				t.Errorf("error %v, want one: %v", err, tc.wantErr)
 			}
@@ -117,10 +120,46 @@ func TestNominate(t *testing.T) {
 				t.Errorf("patched status: %v, want %v", patched, tc.wantPatch)
 			}
 			if tc.wantPatch && tc.patchErr == nil {
-				got, err := kube.CoreV1().Pods(tenant).Get(t.Context(), "p", metav1.GetOptions{})
+				got, err := kube.CoreV1().Pods("tenant-a").Get(t.Context(), "p", metav1.GetOptions{})
 				if err != nil || got.Status.NominatedNodeName != "gpu-1" {
 					t.Errorf("nominatedNodeName %q (%v), want gpu-1", got.Status.NominatedNodeName, err)
 				}
+			}
+		})
+	}
+}
+
+// pod is Pod p of tenant-a, bound to node ("" for unbound).
+func pod(node string, opts ...func(*corev1.Pod)) *corev1.Pod {
+	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "tenant-a"}, Spec: corev1.PodSpec{NodeName: node}}
+	for _, o := range opts {
+		o(p)
+	}
+	return p
+}
+
+func TestOverdue(t *testing.T) {
+	now := time.Date(2026, 3, 1, 9, 0, 0, 0, time.UTC)
+	deleted := func(ago time.Duration) func(*corev1.Pod) {
+		return func(p *corev1.Pod) { p.DeletionTimestamp = ptr.To(metav1.NewTime(now.Add(-ago))) }
+	}
+	for _, tc := range []struct {
+		name        string
+		pod         *corev1.Pod
+		wantOverdue bool
+		wantLeft    time.Duration
+	}{
+		{"no Pod", nil, false, 0},
+		{"not deleted", pod("gpu-1"), false, 0},
+		{"just deleted", pod("gpu-1", deleted(0)), false, StuckAfter},
+		{"deleted a while ago", pod("gpu-1", deleted(StuckAfter-time.Second)), false, time.Second},
+		{"due now", pod("gpu-1", deleted(StuckAfter)), true, 0},
+		{"long overdue", pod("gpu-1", deleted(time.Hour)), true, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			overdue, left := Overdue(tc.pod, now)
+			if overdue != tc.wantOverdue || left != tc.wantLeft {
+				t.Errorf("Overdue = %v, %v; want %v, %v", overdue, left, tc.wantOverdue, tc.wantLeft)
 			}
 		})
 	}
