@@ -1,4 +1,5 @@
-// Package instance holds the registry strategy of Budgets.
+// Package budget holds the registry strategy of Budgets: the main and
+// /status strategies, their field selectors and their table columns.
 package budget
 
 import (

@@ -1,4 +1,5 @@
-// Package instance holds the registry strategy of Claims.
+// Package claim holds the registry strategy of Claims: the main and
+// /status strategies, their field selectors and their table columns.
 package claim
 
 import (

@@ -1,4 +1,5 @@
-// Package instance holds the registry strategy of InstanceTypeTypes.
+// Package instancetype holds the registry strategy of InstanceTypes: the
+// main and /status strategies, their field selectors and their table columns.
 package instancetype
 
 import (
