@@ -126,10 +126,6 @@ func (r *Reconciler) enqueueAll() {
 	}
 }
 
-// HasSynced reports whether the informers have synced and their initial
-// lists have reached the reconciler's handlers.
-func (r *Reconciler) HasSynced() bool { return r.queue.HasSynced() }
-
 // Run reconciles until ctx is done, and re-examines every namespace with
 // Budgets each Resync.
 func (r *Reconciler) Run(ctx context.Context, workers int) error {
