@@ -76,6 +76,7 @@ verify: lint
 	hack/verify-gofmt.sh
 	hack/verify-codegen.sh
 	hack/verify-deps.sh
+	hack/verify-layout.sh
 	go vet -tags=integration ./...
 	cd test && go vet ./...
 
