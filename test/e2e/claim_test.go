@@ -563,7 +563,15 @@ func TestClaimAttachRulesAndBudget(t *testing.T) {
 	if u := b.Status.Used["accelerators"]; u.MilliValue() != 1143 {
 		t.Fatalf("budget used %s, want 1143m: the Claims, and nothing for the Instance on one", u.String())
 	}
-	time.Sleep(3 * time.Second)
+	// Count the Pods once the hand-over is done: until its holder is gone,
+	// the Claim's card shows in two Pods' requests.
+	waitClaim(t, ns, "pair", 30*time.Second, "Attached to first", func(c *gpuv1.Claim) bool {
+		return c.Status.Phase == gpuv1.ClaimAttached && c.Status.AttachedTo == "first"
+	})
+	waitGone(t, "holder pod of claim pair", func(ctx context.Context) error {
+		_, err := cs.CoreV1().Pods(ns).Get(ctx, "pair-hold", metav1.GetOptions{})
+		return err
+	})
 	pods, err := cs.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{})
 	if err != nil {
 		t.Fatal(err)

@@ -1,8 +1,13 @@
 package localcluster
 
 import (
+	"context"
 	"os"
+	"path/filepath"
+	"time"
 
+	authenticationv1 "k8s.io/api/authentication/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
@@ -48,4 +53,31 @@ func restConfig(file string) (*rest.Config, error) {
 	// The launcher and tests create objects in bursts.
 	cfg.QPS, cfg.Burst = 200, 400
 	return cfg, nil
+}
+
+// componentKubeconfig writes a kubeconfig with a client certificate for a
+// control-plane component's own identity, so RBAC applies to it as it
+// would in a real cluster.
+func (c *Cluster) componentKubeconfig(name, user string, groups ...string) (string, error) {
+	cert, err := c.pki.ca.client(c.pkiDir(), name, user, groups...)
+	if err != nil {
+		return "", err
+	}
+	file := filepath.Join(c.Dir, name+".kubeconfig")
+	return file, writeKubeconfig(file, c.apiserverURL(), c.pki.ca.CertFile, user, "", credentials{cert: cert})
+}
+
+// serviceAccountKubeconfig writes a kubeconfig that authenticates as a
+// ServiceAccount of kiln-system with a TokenRequest token, as a Pod of that
+// account would.
+func (c *Cluster) serviceAccountKubeconfig(ctx context.Context, account string) (string, error) {
+	expiry := int64((48 * time.Hour).Seconds())
+	tok, err := c.kube.CoreV1().ServiceAccounts(kilnNamespace).CreateToken(ctx, account,
+		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: &expiry}}, metav1.CreateOptions{})
+	if err != nil {
+		return "", err
+	}
+	kc := filepath.Join(c.Dir, account+".kubeconfig")
+	user := "system:serviceaccount:" + kilnNamespace + ":" + account
+	return kc, writeKubeconfig(kc, c.apiserverURL(), c.pki.ca.CertFile, user, "", credentials{token: tok.Status.Token})
 }

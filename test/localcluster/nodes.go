@@ -144,3 +144,18 @@ func (n NodeSpec) Node() *corev1.Node {
 		},
 	}
 }
+
+// NodeReady says whether a Node is Ready and without the not-ready taints.
+func NodeReady(n *corev1.Node) bool {
+	for _, t := range n.Spec.Taints {
+		if t.Key == corev1.TaintNodeNotReady || t.Key == corev1.TaintNodeUnreachable {
+			return false
+		}
+	}
+	for _, cond := range n.Status.Conditions {
+		if cond.Type == corev1.NodeReady {
+			return cond.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}

@@ -1,6 +1,7 @@
 package localcluster
 
 import (
+	"context"
 	"crypto"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -18,6 +19,56 @@ import (
 	certutil "k8s.io/client-go/util/cert"
 	"k8s.io/client-go/util/keyutil"
 )
+
+// writePKI creates the three CAs a cluster with an aggregated API has: the
+// cluster CA (serving and client certificates of kube-apiserver), the
+// front-proxy CA (the aggregator's client certificate) and Kiln's serving CA
+// (the APIService caBundle), plus the service-account signing key. A
+// resumed cluster reads them back instead. Leaf certificates are signed
+// anew on every start, so a resumed cluster never runs on expired ones;
+// those signed before stay valid, as their CAs are the same.
+func (c *Cluster) writePKI(context.Context) error {
+	dir := c.pkiDir()
+	if c.Resumed {
+		if err := c.readAuthorities(); err != nil {
+			return fmt.Errorf("%w in %s: %v", ErrCannotResume, c.Dir, err)
+		}
+	} else {
+		var err error
+		if c.pki.ca, err = newAuthority(dir, "ca"); err != nil {
+			return err
+		}
+		if c.pki.frontProxy, err = newAuthority(dir, "front-proxy-ca"); err != nil {
+			return err
+		}
+		if c.pki.kiln, err = newAuthority(dir, "kiln-ca"); err != nil {
+			return err
+		}
+		if err := writeServiceAccountKey(dir); err != nil {
+			return err
+		}
+	}
+	c.KilnCAFile = c.pki.kiln.CertFile
+	var err error
+	c.FrontProxyClient, err = c.pki.frontProxy.client(dir, "front-proxy-client", "front-proxy-client")
+	return err
+}
+
+func (c *Cluster) readAuthorities() error {
+	dir := c.pkiDir()
+	var err error
+	if c.pki.ca, err = loadAuthority(dir, "ca"); err != nil {
+		return err
+	}
+	if c.pki.frontProxy, err = loadAuthority(dir, "front-proxy-ca"); err != nil {
+		return err
+	}
+	if c.pki.kiln, err = loadAuthority(dir, "kiln-ca"); err != nil {
+		return err
+	}
+	_, err = os.Stat(filepath.Join(dir, serviceAccountKeyFile))
+	return err
+}
 
 // certValidity outlives any local session; leaf certificates are signed
 // anew on every start, resumed or not.

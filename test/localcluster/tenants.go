@@ -1,0 +1,71 @@
+package localcluster
+
+import (
+	"context"
+	"time"
+
+	authorizationv1 "k8s.io/api/authorization/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// LabelAccelerators on a namespace, set to AcceleratorsKilnOnly, binds the
+// policy of artifacts/policy/accelerator-pods.yaml there: only Kiln makes
+// Pods that ask for accelerators. Every tenant namespace carries it.
+const (
+	LabelAccelerators    = "gpu.kiln.dev/accelerators"
+	AcceleratorsKilnOnly = "kiln-only"
+)
+
+// createTenants gives each tenant a namespace labelled for the accelerator
+// policy, the standard "edit" role in it, and a kubeconfig with a client certificate for the user. It returns
+// once RBAC aggregation has folded Kiln's rules into "edit".
+func (c *Cluster) createTenants(ctx context.Context) error {
+	for _, t := range c.opts.Tenants {
+		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: t, Labels: map[string]string{LabelAccelerators: AcceleratorsKilnOnly}}}
+		if _, err := c.kube.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+			return err
+		}
+		rb := &rbacv1.RoleBinding{
+			ObjectMeta: metav1.ObjectMeta{Name: t + "-edit", Namespace: t},
+			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "edit"},
+			Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: t}},
+		}
+		if _, err := c.kube.RbacV1().RoleBindings(t).Create(ctx, rb, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+			return err
+		}
+		cert, err := c.pki.ca.client(c.pkiDir(), t, t)
+		if err != nil {
+			return err
+		}
+		if err := writeKubeconfig(c.KubeconfigFor(t), c.apiserverURL(), c.pki.ca.CertFile, t, t, credentials{cert: cert}); err != nil {
+			return err
+		}
+	}
+	return c.poll(ctx, time.Minute, func(ctx context.Context) (bool, error) {
+		for _, t := range c.opts.Tenants {
+			sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+				User: t,
+				ResourceAttributes: &authorizationv1.ResourceAttributes{
+					Namespace: t, Verb: "create", Group: "gpu.kiln.dev", Resource: "instances",
+				},
+			}}
+			res, err := c.kube.AuthorizationV1().SubjectAccessReviews().Create(ctx, sar, metav1.CreateOptions{})
+			if err != nil {
+				return false, err
+			}
+			if !res.Status.Allowed {
+				return false, nil
+			}
+			// Pods need the namespace's default ServiceAccount.
+			if _, err := c.kube.CoreV1().ServiceAccounts(t).Get(ctx, "default", metav1.GetOptions{}); apierrors.IsNotFound(err) {
+				return false, nil
+			} else if err != nil {
+				return false, err
+			}
+		}
+		return true, nil
+	})
+}
