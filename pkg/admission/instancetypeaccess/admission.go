@@ -208,6 +208,9 @@ func (p *Plugin) namespaceLabels(ctx context.Context, name string) (map[string]s
 		ns, err = p.kubeClient.CoreV1().Namespaces().Get(ctx, name, metav1.GetOptions{})
 	}
 	if err != nil {
+		// %v, not %w: admission.NewForbidden passes a wrapped Forbidden
+		// through as it is, and the tenant would see Kiln's own
+		// ServiceAccount refused instead of which namespace was unreadable.
 		return nil, fmt.Errorf("reading namespace %q: %v", name, err)
 	}
 	return ns.Labels, nil

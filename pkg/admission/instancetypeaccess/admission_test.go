@@ -16,6 +16,7 @@ import (
 	"k8s.io/apiserver/pkg/authentication/user"
 	kubeinformers "k8s.io/client-go/informers"
 	kubefake "k8s.io/client-go/kubernetes/fake"
+	clienttesting "k8s.io/client-go/testing"
 	"k8s.io/utils/ptr"
 
 	"kiln.dev/kiln/pkg/apis/gpu"
@@ -353,6 +354,21 @@ func TestValidateInstance(t *testing.T) {
 			wantErr:  invalid + `spec.resources.accelerators: Invalid value: 3: instancetype "whole" allows at most 2 cards per instance`},
 		{name: "an allowed change of request", old: instance(typeName("whole")), obj: instance(typeName("whole"), cards(2))},
 	})
+}
+
+// TestNamespaceUnreadable: when the cluster refuses Kiln's own read of the
+// namespace, the tenant is told which namespace could not be read, not
+// handed the cluster's refusal of Kiln's ServiceAccount as their own.
+func TestNamespaceUnreadable(t *testing.T) {
+	p := newPlugin(t, true)
+	kube := kubefake.NewClientset()
+	kube.PrependReactor("get", "namespaces", func(clienttesting.Action) (bool, runtime.Object, error) {
+		return true, nil, apierrors.NewForbidden(corev1.Resource("namespaces"), "ghost", errors.New("system:serviceaccount:kiln:apiserver may not get namespaces"))
+	})
+	p.SetExternalKubeClientSet(kube)
+	err := p.Validate(context.Background(), attributes(instance(typeName("gold"), inNamespace("ghost")), nil, "instances", ""), nil)
+	checkError(t, err, http.StatusForbidden,
+		`instances.gpu.kiln.dev "train" is forbidden: reading namespace "ghost": namespaces "ghost" is forbidden: system:serviceaccount:kiln:apiserver may not get namespaces`)
 }
 
 // claim is a Claim on two h100 cards in team-a.

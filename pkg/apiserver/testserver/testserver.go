@@ -100,7 +100,7 @@ func (s *Server) waitReady(ctx context.Context) error {
 		return true, nil
 	})
 	if err != nil && lastErr != nil {
-		return fmt.Errorf("%w (last: %v)", err, lastErr)
+		return fmt.Errorf("%w (last: %w)", err, lastErr)
 	}
 	return err
 }
