@@ -20,10 +20,10 @@ if [ -n "${bad}" ]; then
     echo "${bad}" >&2
     exit 1
 fi
-for loop in $(go list ./pkg/reconcile/... | grep -v "^${kiln}/reconcile/queue$"); do
+for loop in $(go list ./pkg/reconcile/... | grep -v -x -E "${kiln}/reconcile/(queue|reconciletest)"); do
     # -test lists "pkg [pkg.test]" variants and the test main; keep names.
     bad=$(go list -deps -test "${loop}" | sed 's/ .*//; /\.test$/d' |
-        grep -E "^${kiln}/reconcile/" | grep -v -x -E "${loop}(_test)?|${kiln}/reconcile/queue" || true)
+        grep -E "^${kiln}/reconcile/" | grep -v -x -E "${loop}(_test)?|${kiln}/reconcile/(queue|reconciletest)" || true)
     if [ -n "${bad}" ]; then
         echo "${loop} imports another loop:" >&2
         echo "${bad}" >&2

@@ -38,6 +38,7 @@ import (
 	"kiln.dev/kiln/pkg/reconcile/claim"
 	"kiln.dev/kiln/pkg/reconcile/instance"
 	"kiln.dev/kiln/pkg/reconcile/instancetype"
+	"kiln.dev/kiln/pkg/reconcile/queue"
 )
 
 // Events name Kiln's objects, so the scheme they are recorded with must
@@ -205,30 +206,20 @@ func serve(ctx context.Context, what, flag, address string, h http.Handler) (sto
 func runLoops(ctx context.Context, o *Options, kube kubernetes.Interface, kiln versioned.Interface, recorder record.EventRecorder) error {
 	kubeInformers := informers.NewSharedInformerFactory(kube, 0)
 	kilnInformers := kilninformers.NewSharedInformerFactory(kiln, 0)
-	pods := kubeInformers.Core().V1().Pods()
-	nodes := kubeInformers.Core().V1().Nodes()
-	instances, err := instance.NewController(kube, kiln,
-		kilnInformers.Gpu().V1alpha1().Instances(), kilnInformers.Gpu().V1alpha1().InstanceTypes(),
-		kilnInformers.Gpu().V1alpha1().Claims(), pods, kubeInformers.Core().V1().Services(), nodes,
-		kilnInformers.Gpu().V1alpha1().NodeDevices(), recorder,
-		instance.Options{
-			Render:           instance.RenderOptions{SSHImage: o.SSHImage},
-			AdmissionBackoff: o.AdmissionBackoff,
-			AdmissionWindow:  o.AdmissionWindow,
-		})
+	inf := queue.Informers{Kube: kubeInformers, Kiln: kilnInformers}
+	instances, err := instance.NewController(kube, kiln, inf, recorder, instance.Options{
+		Render:           instance.RenderOptions{SSHImage: o.SSHImage},
+		AdmissionBackoff: o.AdmissionBackoff,
+		AdmissionWindow:  o.AdmissionWindow,
+	})
 	if err != nil {
 		return err
 	}
-	types, err := instancetype.NewController(kiln, kilnInformers.Gpu().V1alpha1().InstanceTypes(), nodes, pods,
-		kilnInformers.Gpu().V1alpha1().NodeDevices())
+	types, err := instancetype.NewController(kiln, inf)
 	if err != nil {
 		return err
 	}
-	claims, err := claim.NewController(kube, kiln,
-		kilnInformers.Gpu().V1alpha1().Claims(), kilnInformers.Gpu().V1alpha1().Instances(),
-		kilnInformers.Gpu().V1alpha1().InstanceTypes(), kilnInformers.Gpu().V1alpha1().Budgets(),
-		pods, nodes, kilnInformers.Gpu().V1alpha1().NodeDevices(), recorder,
-		claim.Options{HolderImage: o.HolderImage, LostGrace: o.ClaimLostGrace})
+	claims, err := claim.NewController(kube, kiln, inf, recorder, claim.Options{HolderImage: o.HolderImage, LostGrace: o.ClaimLostGrace})
 	if err != nil {
 		return err
 	}

@@ -117,37 +117,26 @@ const assumeTTL = time.Minute
 
 // NewController wires the loop to its informers; it adds indexers, so call
 // it before the informers start.
-func NewController(
-	kube kubernetes.Interface,
-	kiln versioned.Interface,
-	claims kilninformers.ClaimInformer,
-	instances kilninformers.InstanceInformer,
-	instanceTypes kilninformers.InstanceTypeInformer,
-	budgets kilninformers.BudgetInformer,
-	pods coreinformers.PodInformer,
-	nodes coreinformers.NodeInformer,
-	nodeDevices kilninformers.NodeDevicesInformer,
-	recorder record.EventRecorder,
-	opts Options,
-) (*Controller, error) {
+func NewController(kube kubernetes.Interface, kiln versioned.Interface, inf queue.Informers, recorder record.EventRecorder, opts Options) (*Controller, error) {
 	if opts.HolderImage == "" {
 		opts.HolderImage = "registry.k8s.io/pause:3.10"
 	}
 	if opts.LostGrace <= 0 {
 		opts.LostGrace = 5 * time.Minute
 	}
-	claimInformer := kilninformers.ToTypedClaimInformer(claims).TypedInformer()
-	instInformer := kilninformers.ToTypedInstanceInformer(instances).TypedInformer()
+	gpu, core := inf.Kiln.Gpu().V1alpha1(), inf.Kube.Core().V1()
+	claimInformer := kilninformers.ToTypedClaimInformer(gpu.Claims()).TypedInformer()
+	instInformer := kilninformers.ToTypedInstanceInformer(gpu.Instances()).TypedInformer()
 	c := &Controller{
 		kube:      kube,
 		kiln:      kiln,
-		claims:    claims.Lister(),
-		instances: instances.Lister(),
-		types:     instanceTypes.Lister(),
-		budgets:   budgets.Lister(),
-		pods:      pods.Lister(),
-		nodes:     nodes.Lister(),
-		devices:   nodeDevices.Lister(),
+		claims:    gpu.Claims().Lister(),
+		instances: gpu.Instances().Lister(),
+		types:     gpu.InstanceTypes().Lister(),
+		budgets:   gpu.Budgets().Lister(),
+		pods:      core.Pods().Lister(),
+		nodes:     core.Nodes().Lister(),
+		devices:   gpu.NodeDevices().Lister(),
 		claimIdx:  claimInformer.GetTypedIndexer(),
 		instIdx:   instInformer.GetTypedIndexer(),
 		recorder:  recorder,
@@ -156,7 +145,19 @@ func NewController(
 		assumed:   map[string]assumption{},
 	}
 	c.queue = queue.NewFair(ControllerName, "claim", c.sync, queue.ByNamespace)
-	if err := claimInformer.AddTypedIndexers(kilninformers.ClaimIndexers{
+	if err := addIndexers(claimInformer, instInformer); err != nil {
+		return nil, err
+	}
+	if err := c.watch(inf, claimInformer, instInformer); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// addIndexers indexes Claims by node and by waiting, and Instances by the
+// Claim they name.
+func addIndexers(claims cache.TypedSharedIndexInformer[*v1alpha1.Claim], instances cache.TypedSharedIndexInformer[*v1alpha1.Instance]) error {
+	if err := claims.AddTypedIndexers(kilninformers.ClaimIndexers{
 		byNode: func(cl *v1alpha1.Claim) ([]string, error) {
 			if cl.Status.NodeName != "" {
 				return []string{cl.Status.NodeName}, nil
@@ -170,9 +171,9 @@ func NewController(
 			return nil, nil
 		},
 	}); err != nil {
-		return nil, fmt.Errorf("indexing claims: %w", err)
+		return fmt.Errorf("indexing claims: %w", err)
 	}
-	if err := instInformer.AddTypedIndexers(kilninformers.InstanceIndexers{
+	if err := instances.AddTypedIndexers(kilninformers.InstanceIndexers{
 		byClaim: func(inst *v1alpha1.Instance) ([]string, error) {
 			if inst.Spec.ClaimName != "" {
 				return []string{inst.Namespace + "/" + inst.Spec.ClaimName}, nil
@@ -180,19 +181,25 @@ func NewController(
 			return nil, nil
 		},
 	}); err != nil {
-		return nil, fmt.Errorf("indexing instances for the %s controller: %w", ControllerName, err)
+		return fmt.Errorf("indexing instances for the %s controller: %w", ControllerName, err)
 	}
+	return nil
+}
 
-	if err := queue.Watch(c.queue, claimInformer, queue.Handler(
+// watch registers the handlers, which only queue the Claims an event
+// concerns.
+func (c *Controller) watch(inf queue.Informers, claims cache.TypedSharedIndexInformer[*v1alpha1.Claim], instances cache.TypedSharedIndexInformer[*v1alpha1.Instance]) error {
+	gpu, core := inf.Kiln.Gpu().V1alpha1(), inf.Kube.Core().V1()
+	if err := queue.Watch(c.queue, claims, queue.Handler(
 		func(cl *v1alpha1.Claim) {
 			c.queue.Add(cache.MetaObjectToName(cl))
 			c.enqueueSet(cl)
 		},
 		func(d kilninformers.DeletedClaim) { c.queue.Add(d.GetObjectName()); c.enqueueWaiting() },
 	)); err != nil {
-		return nil, err
+		return err
 	}
-	if err := queue.Watch(c.queue, instInformer, queue.Handler(
+	if err := queue.Watch(c.queue, instances, queue.Handler(
 		func(inst *v1alpha1.Instance) { c.enqueueClaimOf(inst) },
 		func(d kilninformers.DeletedInstance) {
 			if d.OptionalObj != nil {
@@ -200,11 +207,11 @@ func NewController(
 			}
 		},
 	)); err != nil {
-		return nil, err
+		return err
 	}
 	// A Pod of a Claim wakes its Claim; any Pod that leaves a node may
 	// make room for the waiting ones.
-	if err := queue.Watch(c.queue, coreinformers.ToTypedPodInformer(pods).TypedInformer(), queue.Handler(
+	if err := queue.Watch(c.queue, coreinformers.ToTypedPodInformer(core.Pods()).TypedInformer(), queue.Handler(
 		func(p *corev1.Pod) { c.enqueuePodClaim(p) },
 		func(d cache.DeletedObject[*corev1.Pod]) {
 			if d.OptionalObj != nil {
@@ -213,34 +220,34 @@ func NewController(
 			c.enqueueWaiting()
 		},
 	)); err != nil {
-		return nil, err
+		return err
 	}
-	if err := queue.Watch(c.queue, coreinformers.ToTypedNodeInformer(nodes).TypedInformer(), queue.Handler(
+	if err := queue.Watch(c.queue, coreinformers.ToTypedNodeInformer(core.Nodes()).TypedInformer(), queue.Handler(
 		func(n *corev1.Node) { c.enqueueIndexed(byNode, n.Name); c.enqueueWaiting() },
 		func(d cache.DeletedObject[*corev1.Node]) { c.enqueueIndexed(byNode, d.GetObjectName().Name) },
 	)); err != nil {
-		return nil, err
+		return err
 	}
 	// The node agent reports which devices a holder got.
-	if err := queue.Watch(c.queue, kilninformers.ToTypedNodeDevicesInformer(nodeDevices).TypedInformer(), queue.Handler(
+	if err := queue.Watch(c.queue, kilninformers.ToTypedNodeDevicesInformer(gpu.NodeDevices()).TypedInformer(), queue.Handler(
 		func(nd *v1alpha1.NodeDevices) { c.enqueueIndexed(byNode, nd.Name) },
 		func(d kilninformers.DeletedNodeDevices) { c.enqueueIndexed(byNode, d.GetName()) },
 	)); err != nil {
-		return nil, err
+		return err
 	}
-	if err := queue.Watch(c.queue, kilninformers.ToTypedInstanceTypeInformer(instanceTypes).TypedInformer(), queue.Handler(
+	if err := queue.Watch(c.queue, kilninformers.ToTypedInstanceTypeInformer(gpu.InstanceTypes()).TypedInformer(), queue.Handler(
 		func(*v1alpha1.InstanceType) { c.enqueueWaiting() },
 		func(kilninformers.DeletedInstanceType) { c.enqueueWaiting() },
 	)); err != nil {
-		return nil, err
+		return err
 	}
-	if err := queue.Watch(c.queue, kilninformers.ToTypedBudgetInformer(budgets).TypedInformer(), queue.Handler(
+	if err := queue.Watch(c.queue, kilninformers.ToTypedBudgetInformer(gpu.Budgets()).TypedInformer(), queue.Handler(
 		func(*v1alpha1.Budget) { c.enqueueWaiting() },
 		func(kilninformers.DeletedBudget) { c.enqueueWaiting() },
 	)); err != nil {
-		return nil, err
+		return err
 	}
-	return c, nil
+	return nil
 }
 
 func (c *Controller) enqueueClaimOf(inst *v1alpha1.Instance) {
@@ -279,18 +286,8 @@ func (c *Controller) enqueueSet(cl *v1alpha1.Claim) {
 func (c *Controller) enqueueWaiting() { c.enqueueIndexed(byWaiting, waiting) }
 
 func (c *Controller) enqueueIndexed(index, value string) {
-	items, err := c.claimIdx.ByTypedIndex(index, value)
-	if err != nil {
-		utilruntime.HandleError(err)
-		return
-	}
-	for _, cl := range items {
-		c.queue.Add(cache.MetaObjectToName(cl))
-	}
+	queue.AddIndexed(c.queue, c.claimIdx, index, value)
 }
-
-// HasSynced says whether every informer has been seen by the handlers.
-func (c *Controller) HasSynced() bool { return c.queue.HasSynced() }
 
 // Run works the queue until ctx is done.
 func (c *Controller) Run(ctx context.Context, workers int) error { return c.queue.Run(ctx, workers) }

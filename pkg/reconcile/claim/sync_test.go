@@ -26,6 +26,8 @@ import (
 	"kiln.dev/kiln/pkg/domain/handover"
 	kilnfake "kiln.dev/kiln/pkg/generated/clientset/versioned/fake"
 	kilninformers "kiln.dev/kiln/pkg/generated/informers/externalversions"
+	"kiln.dev/kiln/pkg/reconcile/queue"
+	"kiln.dev/kiln/pkg/reconcile/reconciletest"
 )
 
 var (
@@ -38,6 +40,7 @@ var (
 // started: the tests fill the indexers themselves, so a sync sees exactly
 // the cache they describe, and catchUp plays the informers' part.
 type fixture struct {
+	inf      queue.Informers
 	t        *testing.T
 	kube     *kubefake.Clientset
 	kiln     *kilnfake.Clientset
@@ -67,11 +70,11 @@ func newFixture(t *testing.T, objs ...runtime.Object) *fixture {
 	}
 	kubeInf := kubeinformers.NewSharedInformerFactory(f.kube, 0)
 	kilnInf := kilninformers.NewSharedInformerFactory(f.kiln, 0)
+	f.inf = queue.Informers{Kube: kubeInf, Kiln: kilnInf}
 	gpu := kilnInf.Gpu().V1alpha1()
 	claims, instances, instanceTypes, budgets := gpu.Claims(), gpu.Instances(), gpu.InstanceTypes(), gpu.Budgets()
 	pods, nodes := kubeInf.Core().V1().Pods(), kubeInf.Core().V1().Nodes()
-	c, err := NewController(f.kube, f.kiln, claims, instances, instanceTypes, budgets, pods, nodes, gpu.NodeDevices(), f.recorder,
-		Options{LostGrace: grace})
+	c, err := NewController(f.kube, f.kiln, f.inf, f.recorder, Options{LostGrace: grace})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,40 +101,19 @@ func isKiln(o runtime.Object) bool {
 }
 
 func (f *fixture) indexerFor(o runtime.Object) cache.Indexer {
-	switch o.(type) {
-	case *v1alpha1.Claim:
-		return f.claims
-	case *v1alpha1.Instance:
-		return f.instances
-	case *v1alpha1.InstanceType:
-		return f.types
-	case *v1alpha1.Budget:
-		return f.budgets
-	case *corev1.Pod:
-		return f.pods
-	case *corev1.Node:
-		return f.nodes
-	case *v1alpha1.NodeDevices:
-		return f.nodeDevices
+	i, err := reconciletest.Indexer(f.inf, o)
+	if err != nil {
+		f.t.Fatal(err)
 	}
-	f.t.Fatalf("no indexer for %T", o)
-	return nil
+	return i
 }
 
-func gvrOf(o runtime.Object) schema.GroupVersionResource {
-	switch o.(type) {
-	case *v1alpha1.Claim:
-		return v1alpha1.SchemeGroupVersion.WithResource("claims")
-	case *v1alpha1.Instance:
-		return v1alpha1.SchemeGroupVersion.WithResource("instances")
-	case *v1alpha1.InstanceType:
-		return v1alpha1.SchemeGroupVersion.WithResource("instancetypes")
-	case *v1alpha1.Budget:
-		return v1alpha1.SchemeGroupVersion.WithResource("budgets")
-	case *corev1.Pod:
-		return corev1.SchemeGroupVersion.WithResource("pods")
+func (f *fixture) gvrOf(o runtime.Object) schema.GroupVersionResource {
+	r, err := reconciletest.Resource(o)
+	if err != nil {
+		f.t.Fatal(err)
 	}
-	return corev1.SchemeGroupVersion.WithResource("nodes")
+	return r
 }
 
 // set puts o in the cache and the client, replacing what was there.
@@ -147,7 +129,7 @@ func (f *fixture) set(o runtime.Object) {
 	m := o.(metav1.Object)
 	// Replace rather than Update: the field-managed tracker has no schema
 	// for Kiln's types to merge with.
-	if err := tracker.Delete(gvrOf(o), m.GetNamespace(), m.GetName()); err != nil && !apierrors.IsNotFound(err) {
+	if err := tracker.Delete(f.gvrOf(o), m.GetNamespace(), m.GetName()); err != nil && !apierrors.IsNotFound(err) {
 		f.t.Fatal(err)
 	}
 	if err := tracker.Add(o); err != nil {
@@ -234,33 +216,11 @@ func (f *fixture) bind(name, node string) {
 }
 
 // events drains the events recorded so far.
-func (f *fixture) events() []string {
-	var out []string
-	for {
-		select {
-		case e := <-f.recorder.Events:
-			out = append(out, e)
-		default:
-			return out
-		}
-	}
-}
+func (f *fixture) events() []string { return reconciletest.Events(f.recorder) }
 
 // writes lists the writes both clients received, as "verb resource[/sub]".
 func (f *fixture) writes() []string {
-	var out []string
-	for _, a := range append(f.kube.Actions(), f.kiln.Actions()...) {
-		switch a.GetVerb() {
-		case "get", "list", "watch":
-			continue
-		}
-		r := a.GetResource().Resource
-		if s := a.GetSubresource(); s != "" {
-			r += "/" + s
-		}
-		out = append(out, a.GetVerb()+" "+r)
-	}
-	return out
+	return reconciletest.Writes(append(f.kube.Actions(), f.kiln.Actions()...)...)
 }
 
 // podDelete is one delete of a Pod as the controller asked for it.
@@ -1233,7 +1193,7 @@ func TestSyncHolderStuckTerminating(t *testing.T) {
 			}
 
 			// The kubelet confirms: the charge goes.
-			if err := f.kube.Tracker().Delete(gvrOf(h), h.Namespace, h.Name); err != nil {
+			if err := f.kube.Tracker().Delete(f.gvrOf(h), h.Namespace, h.Name); err != nil {
 				t.Fatal(err)
 			}
 			f.catchUp()

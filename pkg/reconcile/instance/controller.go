@@ -10,7 +10,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	coreinformers "k8s.io/client-go/informers/core/v1"
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
@@ -92,36 +91,25 @@ type admissionFailures struct {
 
 // NewController wires the controller to its informers. It adds indexers to
 // the Instance informer, so it must be called before the informers start.
-func NewController(
-	kube kubernetes.Interface,
-	kiln versioned.Interface,
-	instances kilninformers.InstanceInformer,
-	instanceTypes kilninformers.InstanceTypeInformer,
-	claims kilninformers.ClaimInformer,
-	pods coreinformers.PodInformer,
-	services coreinformers.ServiceInformer,
-	nodes coreinformers.NodeInformer,
-	nodeDevices kilninformers.NodeDevicesInformer,
-	recorder record.EventRecorder,
-	opts Options,
-) (*Controller, error) {
+func NewController(kube kubernetes.Interface, kiln versioned.Interface, inf queue.Informers, recorder record.EventRecorder, opts Options) (*Controller, error) {
 	if opts.AdmissionBackoff <= 0 {
 		opts.AdmissionBackoff = 2 * time.Second
 	}
 	if opts.AdmissionWindow <= 0 {
 		opts.AdmissionWindow = 5 * time.Minute
 	}
-	instanceInformer := kilninformers.ToTypedInstanceInformer(instances).TypedInformer()
+	gpu, core := inf.Kiln.Gpu().V1alpha1(), inf.Kube.Core().V1()
+	instanceInformer := kilninformers.ToTypedInstanceInformer(gpu.Instances()).TypedInformer()
 	c := &Controller{
 		kube:      kube,
 		kiln:      kiln,
-		instances: instances.Lister(),
-		types:     instanceTypes.Lister(),
-		claims:    claims.Lister(),
-		pods:      pods.Lister(),
-		services:  services.Lister(),
-		nodes:     nodes.Lister(),
-		devices:   nodeDevices.Lister(),
+		instances: gpu.Instances().Lister(),
+		types:     gpu.InstanceTypes().Lister(),
+		claims:    gpu.Claims().Lister(),
+		pods:      core.Pods().Lister(),
+		services:  core.Services().Lister(),
+		nodes:     core.Nodes().Lister(),
+		devices:   gpu.NodeDevices().Lister(),
 		indexer:   instanceInformer.GetTypedIndexer(),
 		recorder:  recorder,
 		opts:      opts,
@@ -130,7 +118,19 @@ func NewController(
 	}
 	// One tenant's thousands of Instances must not hold back another's.
 	c.queue = queue.NewFair(ControllerName, "instance", c.sync, queue.ByNamespace)
-	err := instanceInformer.AddTypedIndexers(kilninformers.InstanceIndexers{
+	if err := addIndexers(instanceInformer); err != nil {
+		return nil, err
+	}
+	if err := c.watch(inf, instanceInformer); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// addIndexers indexes Instances by type, pinned node, Claim and the node
+// their Pod runs on.
+func addIndexers(instances cache.TypedSharedIndexInformer[*v1alpha1.Instance]) error {
+	err := instances.AddTypedIndexers(kilninformers.InstanceIndexers{
 		byType: func(inst *v1alpha1.Instance) ([]string, error) { return []string{inst.Spec.Type}, nil },
 		byNode: func(inst *v1alpha1.Instance) ([]string, error) {
 			if n := inst.Spec.NodeName; n != "" {
@@ -152,51 +152,57 @@ func NewController(
 		},
 	})
 	if err != nil {
-		return nil, fmt.Errorf("indexing instances for the %s controller: %w", ControllerName, err)
+		return fmt.Errorf("indexing instances for the %s controller: %w", ControllerName, err)
 	}
+	return nil
+}
 
-	if err := queue.Watch(c.queue, instanceInformer, queue.Handler(
+// watch registers the handlers, which only queue the Instances an event
+// concerns.
+func (c *Controller) watch(inf queue.Informers, instances cache.TypedSharedIndexInformer[*v1alpha1.Instance]) error {
+	gpu, core := inf.Kiln.Gpu().V1alpha1(), inf.Kube.Core().V1()
+	if err := queue.Watch(c.queue, instances, queue.Handler(
 		func(inst *v1alpha1.Instance) { c.queue.Add(cache.MetaObjectToName(inst)) },
 		func(d kilninformers.DeletedInstance) { c.queue.Add(d.GetObjectName()) },
 	)); err != nil {
-		return nil, err
+		return err
 	}
-	if err := queue.Watch(c.queue, coreinformers.ToTypedPodInformer(pods).TypedInformer(), controlledHandler[*corev1.Pod](c)); err != nil {
-		return nil, err
+	if err := queue.Watch(c.queue, coreinformers.ToTypedPodInformer(core.Pods()).TypedInformer(), controlledHandler[*corev1.Pod](c)); err != nil {
+		return err
 	}
-	if err := queue.Watch(c.queue, coreinformers.ToTypedServiceInformer(services).TypedInformer(), controlledHandler[*corev1.Service](c)); err != nil {
-		return nil, err
+	if err := queue.Watch(c.queue, coreinformers.ToTypedServiceInformer(core.Services()).TypedInformer(), controlledHandler[*corev1.Service](c)); err != nil {
+		return err
 	}
-	if err := queue.Watch(c.queue, kilninformers.ToTypedInstanceTypeInformer(instanceTypes).TypedInformer(), kilninformers.InstanceTypeHandlerFuncs{
+	if err := queue.Watch(c.queue, kilninformers.ToTypedInstanceTypeInformer(gpu.InstanceTypes()).TypedInformer(), kilninformers.InstanceTypeHandlerFuncs{
 		AddFunc:    func(t *v1alpha1.InstanceType) { c.enqueueIndexed(byType, t.Name) },
 		UpdateFunc: func(_, t *v1alpha1.InstanceType) { c.enqueueIndexed(byType, t.Name) },
 		DeleteFunc: func(d kilninformers.DeletedInstanceType) { c.enqueueIndexed(byType, d.GetName()) },
 	}); err != nil {
-		return nil, err
+		return err
 	}
 	// Instances on a Claim follow it: they run once it is attached to them.
-	if err := queue.Watch(c.queue, kilninformers.ToTypedClaimInformer(claims).TypedInformer(), queue.Handler(
+	if err := queue.Watch(c.queue, kilninformers.ToTypedClaimInformer(gpu.Claims()).TypedInformer(), queue.Handler(
 		func(cl *v1alpha1.Claim) { c.enqueueIndexed(byClaim, cl.Namespace+"/"+cl.Name) },
 		func(d kilninformers.DeletedClaim) { c.enqueueIndexed(byClaim, d.GetObjectName().String()) },
 	)); err != nil {
-		return nil, err
+		return err
 	}
 	// The node agent reports which devices each Pod got.
-	if err := queue.Watch(c.queue, kilninformers.ToTypedNodeDevicesInformer(nodeDevices).TypedInformer(), queue.Handler(
+	if err := queue.Watch(c.queue, kilninformers.ToTypedNodeDevicesInformer(gpu.NodeDevices()).TypedInformer(), queue.Handler(
 		func(nd *v1alpha1.NodeDevices) { c.enqueueIndexed(byRunsOn, nd.Name) },
 		func(d kilninformers.DeletedNodeDevices) { c.enqueueIndexed(byRunsOn, d.GetName()) },
 	)); err != nil {
-		return nil, err
+		return err
 	}
 	// Pinned Instances wait for their Node to appear; those running on a
 	// Node that goes say so.
-	if err := queue.Watch(c.queue, coreinformers.ToTypedNodeInformer(nodes).TypedInformer(), coreinformers.NodeHandlerFuncs{
+	if err := queue.Watch(c.queue, coreinformers.ToTypedNodeInformer(core.Nodes()).TypedInformer(), coreinformers.NodeHandlerFuncs{
 		AddFunc:    func(n *corev1.Node) { c.enqueueIndexed(byNode, n.Name) },
 		DeleteFunc: func(d coreinformers.DeletedNode) { c.enqueueIndexed(byRunsOn, d.GetName()) },
 	}); err != nil {
-		return nil, err
+		return err
 	}
-	return c, nil
+	return nil
 }
 
 // controlledHandler queues, for Pods or Services, only the Instances they
@@ -251,14 +257,7 @@ func (c *Controller) handleTombstone(name cache.ObjectName) {
 // enqueueIndexed queues the Instances whose index value is name (an
 // InstanceType's or a Node's).
 func (c *Controller) enqueueIndexed(index, name string) {
-	items, err := c.indexer.ByTypedIndex(index, name)
-	if err != nil {
-		utilruntime.HandleError(err)
-		return
-	}
-	for _, inst := range items {
-		c.queue.Add(cache.MetaObjectToName(inst))
-	}
+	queue.AddIndexed(c.queue, c.indexer, index, name)
 }
 
 // HasSynced says whether every informer the controller reads has synced

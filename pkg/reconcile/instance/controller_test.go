@@ -25,6 +25,8 @@ import (
 	"kiln.dev/kiln/pkg/apis/gpu/v1alpha1"
 	kilnfake "kiln.dev/kiln/pkg/generated/clientset/versioned/fake"
 	kilninformers "kiln.dev/kiln/pkg/generated/informers/externalversions"
+	"kiln.dev/kiln/pkg/reconcile/queue"
+	"kiln.dev/kiln/pkg/reconcile/reconciletest"
 )
 
 var key = cache.ObjectName{Namespace: "tenant-a", Name: "train"}
@@ -33,6 +35,7 @@ var key = cache.ObjectName{Namespace: "tenant-a", Name: "train"}
 // started: the tests fill the indexers themselves, so a sync sees exactly
 // the cache they describe.
 type fixture struct {
+	inf      queue.Informers
 	t        *testing.T
 	kube     *kubefake.Clientset
 	kiln     *kilnfake.Clientset
@@ -63,10 +66,11 @@ func newFixture(t *testing.T, opts Options, objs ...runtime.Object) *fixture {
 	}
 	kubeInf := kubeinformers.NewSharedInformerFactory(f.kube, 0)
 	kilnInf := kilninformers.NewSharedInformerFactory(f.kiln, 0)
+	f.inf = queue.Informers{Kube: kubeInf, Kiln: kilnInf}
 	instances, instanceTypes := kilnInf.Gpu().V1alpha1().Instances(), kilnInf.Gpu().V1alpha1().InstanceTypes()
 	pods, services, nodes := kubeInf.Core().V1().Pods(), kubeInf.Core().V1().Services(), kubeInf.Core().V1().Nodes()
 	claims := kilnInf.Gpu().V1alpha1().Claims()
-	c, err := NewController(f.kube, f.kiln, instances, instanceTypes, claims, pods, services, nodes, kilnInf.Gpu().V1alpha1().NodeDevices(), f.recorder, opts)
+	c, err := NewController(f.kube, f.kiln, f.inf, f.recorder, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,22 +87,11 @@ func newFixture(t *testing.T, opts Options, objs ...runtime.Object) *fixture {
 }
 
 func (f *fixture) indexerFor(o runtime.Object) cache.Indexer {
-	switch o.(type) {
-	case *v1alpha1.Instance:
-		return f.instances
-	case *v1alpha1.InstanceType:
-		return f.types
-	case *v1alpha1.Claim:
-		return f.claims
-	case *corev1.Pod:
-		return f.pods
-	case *corev1.Service:
-		return f.services
-	case *corev1.Node:
-		return f.nodes
+	i, err := reconciletest.Indexer(f.inf, o)
+	if err != nil {
+		f.t.Fatal(err)
 	}
-	f.t.Fatalf("no indexer for %T", o)
-	return nil
+	return i
 }
 
 // set puts o in the cache and the client, replacing what was there; drop
@@ -118,7 +111,7 @@ func (f *fixture) set(o runtime.Object) {
 		// Replace rather than Update: the field-managed tracker has no
 		// schema for Kiln's types to merge with.
 		m := o.(metav1.Object)
-		if err = tracker.Delete(gvrOf(o), m.GetNamespace(), m.GetName()); err == nil {
+		if err = tracker.Delete(f.gvrOf(o), m.GetNamespace(), m.GetName()); err == nil {
 			err = tracker.Add(o)
 		}
 	}
@@ -127,20 +120,12 @@ func (f *fixture) set(o runtime.Object) {
 	}
 }
 
-func gvrOf(o runtime.Object) schema.GroupVersionResource {
-	switch o.(type) {
-	case *v1alpha1.Instance:
-		return v1alpha1.SchemeGroupVersion.WithResource("instances")
-	case *v1alpha1.InstanceType:
-		return v1alpha1.SchemeGroupVersion.WithResource("instancetypes")
-	case *v1alpha1.Claim:
-		return v1alpha1.SchemeGroupVersion.WithResource("claims")
-	case *corev1.Pod:
-		return corev1.SchemeGroupVersion.WithResource("pods")
-	case *corev1.Service:
-		return corev1.SchemeGroupVersion.WithResource("services")
+func (f *fixture) gvrOf(o runtime.Object) schema.GroupVersionResource {
+	r, err := reconciletest.Resource(o)
+	if err != nil {
+		f.t.Fatal(err)
 	}
-	return corev1.SchemeGroupVersion.WithResource("nodes")
+	return r
 }
 
 func (f *fixture) drop(o runtime.Object) {
@@ -149,7 +134,7 @@ func (f *fixture) drop(o runtime.Object) {
 		f.t.Fatal(err)
 	}
 	m := o.(metav1.Object)
-	if err := f.kube.Tracker().Delete(gvrOf(o), m.GetNamespace(), m.GetName()); err != nil && !apierrors.IsNotFound(err) {
+	if err := f.kube.Tracker().Delete(f.gvrOf(o), m.GetNamespace(), m.GetName()); err != nil && !apierrors.IsNotFound(err) {
 		f.t.Fatal(err)
 	}
 }
@@ -241,33 +226,11 @@ func (f *fixture) service() *corev1.Service {
 }
 
 // events drains the events recorded so far.
-func (f *fixture) events() []string {
-	var out []string
-	for {
-		select {
-		case e := <-f.recorder.Events:
-			out = append(out, e)
-		default:
-			return out
-		}
-	}
-}
+func (f *fixture) events() []string { return reconciletest.Events(f.recorder) }
 
 // writes lists the writes both clients received, as "verb resource[/sub]".
 func (f *fixture) writes() []string {
-	var out []string
-	for _, a := range append(f.kube.Actions(), f.kiln.Actions()...) {
-		switch a.GetVerb() {
-		case "get", "list", "watch":
-			continue
-		}
-		r := a.GetResource().Resource
-		if s := a.GetSubresource(); s != "" {
-			r += "/" + s
-		}
-		out = append(out, a.GetVerb()+" "+r)
-	}
-	return out
+	return reconciletest.Writes(append(f.kube.Actions(), f.kiln.Actions()...)...)
 }
 
 // deletes returns the UID preconditions of the deletes of a resource.

@@ -19,6 +19,7 @@ import (
 	"kiln.dev/kiln/pkg/apis/gpu/v1alpha1"
 	kilnfake "kiln.dev/kiln/pkg/generated/clientset/versioned/fake"
 	kilninformers "kiln.dev/kiln/pkg/generated/informers/externalversions"
+	"kiln.dev/kiln/pkg/reconcile/queue"
 )
 
 // eventsFixture is the controller over running informers of fake
@@ -42,8 +43,7 @@ func newEventsFixture(t *testing.T, instances ...*v1alpha1.Instance) *eventsFixt
 	kube := kubefake.NewClientset()
 	kubeInf := kubeinformers.NewSharedInformerFactory(kube, 0)
 	kilnInf := kilninformers.NewSharedInformerFactory(kiln, 0)
-	c, err := NewController(kube, kiln, kilnInf.Gpu().V1alpha1().Instances(), kilnInf.Gpu().V1alpha1().InstanceTypes(), kilnInf.Gpu().V1alpha1().Claims(),
-		kubeInf.Core().V1().Pods(), kubeInf.Core().V1().Services(), kubeInf.Core().V1().Nodes(), kilnInf.Gpu().V1alpha1().NodeDevices(), record.NewFakeRecorder(10), Options{})
+	c, err := NewController(kube, kiln, queue.Informers{Kube: kubeInf, Kiln: kilnInf}, record.NewFakeRecorder(10), Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

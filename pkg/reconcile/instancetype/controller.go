@@ -55,13 +55,9 @@ type Controller struct {
 // there (another loop sharing the informer) is taken to index the same and
 // used as it is. Indexers and handlers may be added before or after the
 // informers start.
-func NewController(
-	kiln versioned.Interface,
-	types kilninformers.InstanceTypeInformer,
-	nodes coreinformers.NodeInformer,
-	pods coreinformers.PodInformer,
-	nodeDevices kilninformers.NodeDevicesInformer,
-) (*Controller, error) {
+func NewController(kiln versioned.Interface, inf queue.Informers) (*Controller, error) {
+	gpu, core := inf.Kiln.Gpu().V1alpha1(), inf.Kube.Core().V1()
+	types, nodes, pods, nodeDevices := gpu.InstanceTypes(), core.Nodes(), core.Pods(), gpu.NodeDevices()
 	podInformer := coreinformers.ToTypedPodInformer(pods).TypedInformer()
 	c := &Controller{
 		kiln:    kiln,

@@ -23,6 +23,7 @@ import (
 	"kiln.dev/kiln/pkg/apis/gpu/v1alpha1"
 	"kiln.dev/kiln/pkg/generated/clientset/versioned/fake"
 	kilninformers "kiln.dev/kiln/pkg/generated/informers/externalversions"
+	"kiln.dev/kiln/pkg/reconcile/queue"
 )
 
 var syncTime = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
@@ -48,7 +49,7 @@ func newFixture(t *testing.T, types []*v1alpha1.InstanceType, nodes []*corev1.No
 	typeInformer := kf.Gpu().V1alpha1().InstanceTypes()
 	nodeInformer, podInformer := cf.Core().V1().Nodes(), cf.Core().V1().Pods()
 
-	c, err := NewController(kiln, typeInformer, nodeInformer, podInformer, kf.Gpu().V1alpha1().NodeDevices())
+	c, err := NewController(kiln, queue.Informers{Kube: cf, Kiln: kf})
 	if err != nil {
 		t.Fatalf("NewController: %v", err)
 	}
@@ -311,7 +312,7 @@ func TestRun(t *testing.T) {
 	kube := kubefake.NewSimpleClientset(kubeObjs...)
 	kf := kilninformers.NewSharedInformerFactory(kiln, 0)
 	cf := kubeinformers.NewSharedInformerFactory(kube, 0)
-	c, err := NewController(kiln, kf.Gpu().V1alpha1().InstanceTypes(), cf.Core().V1().Nodes(), cf.Core().V1().Pods(), kf.Gpu().V1alpha1().NodeDevices())
+	c, err := NewController(kiln, queue.Informers{Kube: cf, Kiln: kf})
 	if err != nil {
 		t.Fatal(err)
 	}

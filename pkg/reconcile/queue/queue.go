@@ -16,9 +16,12 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
+	kubeinformers "k8s.io/client-go/informers"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
+
+	kilninformers "kiln.dev/kiln/pkg/generated/informers/externalversions"
 )
 
 // SyncFunc brings the world in line for one key. A nil error forgets the
@@ -185,5 +188,26 @@ func Handler[O Object](changed func(O), deleted func(cache.DeletedObject[O])) ca
 			}
 		},
 		DeleteFunc: deleted,
+	}
+}
+
+// Informers are the shared informer factories a loop takes its informers
+// from. A loop asks each factory for the informers it reads before the
+// factories start, which registers them.
+type Informers struct {
+	Kube kubeinformers.SharedInformerFactory
+	Kiln kilninformers.SharedInformerFactory
+}
+
+// AddIndexed adds the key of every object indexer files under value of
+// index.
+func AddIndexed[O Object](q *Queue[cache.ObjectName], indexer cache.TypedIndexer[O], index, value string) {
+	items, err := indexer.ByTypedIndex(index, value)
+	if err != nil {
+		utilruntime.HandleError(err)
+		return
+	}
+	for _, o := range items {
+		q.Add(cache.MetaObjectToName(o))
 	}
 }
