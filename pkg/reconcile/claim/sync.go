@@ -131,34 +131,44 @@ func (c *Controller) syncPlaced(ctx context.Context, s *step, node string) error
 	s.st.NodeName = node
 
 	if s.inst != nil && (s.st.Phase == v1alpha1.ClaimBound || s.st.Phase == v1alpha1.ClaimAttached) {
-		if s.st.Phase != v1alpha1.ClaimAttached || s.st.AttachedTo != s.inst.Name {
-			s.events = append(s.events, event{corev1.EventTypeNormal, ReasonAttached,
-				fmt.Sprintf("Attached to Instance %s on node %s", s.inst.Name, node)})
-		}
-		s.st.Phase, s.st.AttachedTo, s.st.ExpiresAt = v1alpha1.ClaimAttached, s.inst.Name, nil
-		// What the holder had: the Instance's Pod is checked against it.
-		s.st.Devices = c.heldDevices(s.cl, ask, node, nil)
-		s.wait("", "")
-		// The holder goes only once the Instance's Pod has the room
-		// reserved for itself, so nothing else gets in between.
-		pod, err := c.pods.Pods(s.cl.Namespace).Get(s.inst.Name)
-		if err != nil && !apierrors.IsNotFound(err) {
-			return err
-		}
-		podReserves := pod != nil && metav1.IsControlledBy(pod, s.inst) && handover.Reserves(pod, node)
-		switch {
-		case podReserves && s.holder != nil && s.holder.DeletionTimestamp == nil:
-			return c.deleteHolder(ctx, s.holder, false)
-		case !podReserves && s.holder == nil:
-			// The Instance's Pod went (a rebuild) while it stays attached:
-			// hold the cards until its next Pod has them reserved.
-			_, err := c.createHolder(ctx, s.cl, t, node, ask)
-			return err
-		}
-		return nil
+		return c.syncAttached(ctx, s, t, node, ask)
 	}
+	return c.syncHolding(ctx, s, t, node, ask)
+}
 
-	// Unattached: the holder keeps the cards.
+// syncAttached hands the Claim's cards to the Instance attached to it: the
+// holder goes once the Instance's Pod has the room reserved.
+func (c *Controller) syncAttached(ctx context.Context, s *step, t *v1alpha1.InstanceType, node string, ask corev1.ResourceList) error {
+	if s.st.Phase != v1alpha1.ClaimAttached || s.st.AttachedTo != s.inst.Name {
+		s.events = append(s.events, event{corev1.EventTypeNormal, ReasonAttached,
+			fmt.Sprintf("Attached to Instance %s on node %s", s.inst.Name, node)})
+	}
+	s.st.Phase, s.st.AttachedTo, s.st.ExpiresAt = v1alpha1.ClaimAttached, s.inst.Name, nil
+	// What the holder had: the Instance's Pod is checked against it.
+	s.st.Devices = c.heldDevices(s.cl, ask, node, nil)
+	s.wait("", "")
+	// The holder goes only once the Instance's Pod has the room
+	// reserved for itself, so nothing else gets in between.
+	pod, err := c.pods.Pods(s.cl.Namespace).Get(s.inst.Name)
+	if err != nil && !apierrors.IsNotFound(err) {
+		return err
+	}
+	podReserves := pod != nil && metav1.IsControlledBy(pod, s.inst) && handover.Reserves(pod, node)
+	switch {
+	case podReserves && s.holder != nil && s.holder.DeletionTimestamp == nil:
+		return c.deleteHolder(ctx, s.holder, false)
+	case !podReserves && s.holder == nil:
+		// The Instance's Pod went (a rebuild) while it stays attached:
+		// hold the cards until its next Pod has them reserved.
+		_, err := c.createHolder(ctx, s.cl, t, node, ask)
+		return err
+	}
+	return nil
+}
+
+// syncHolding keeps an unattached Claim's cards with its holder Pod, and
+// moves the Claim to Bound once the holder is bound.
+func (c *Controller) syncHolding(ctx context.Context, s *step, t *v1alpha1.InstanceType, node string, ask corev1.ResourceList) error {
 	s.st.AttachedTo = ""
 	holder := s.holder
 	switch {
@@ -369,23 +379,10 @@ func (c *Controller) place(ctx context.Context, s *step) error {
 	cl := s.cl
 	s.st.NodeName, s.st.Devices, s.st.AttachedTo, s.st.ExpiresAt = "", nil, "", nil
 	s.requeue(recheck)
-	t, err := c.types.Get(cl.Spec.Type)
-	if apierrors.IsNotFound(err) {
-		s.wait(v1alpha1.ClaimReasonTypeNotFound, fmt.Sprintf("instancetype %q does not exist; it waits until it is created", cl.Spec.Type))
-		return nil
-	}
-	if err != nil {
+	t, err := c.placeable(s)
+	if t == nil || err != nil {
 		return err
 	}
-	if t.DeletionTimestamp != nil || t.Spec.Hold != v1alpha1.HoldNone {
-		s.wait(v1alpha1.ClaimReasonTypeHeld, fmt.Sprintf("instancetype %s is on hold (%q) and places no new Claims; it waits until the admin reopens it", t.Name, t.Spec.Hold))
-		return nil
-	}
-	if over, err := c.overBudget(cl); err != nil || over != "" {
-		s.wait(v1alpha1.ClaimReasonBudget, over)
-		return err
-	}
-
 	group, pin, err := c.group(cl)
 	if err != nil {
 		return err
@@ -447,6 +444,29 @@ func (c *Controller) place(ctx context.Context, s *step) error {
 	s.wait(v1alpha1.ClaimReasonScheduling, fmt.Sprintf("placed on node %s; waiting for the scheduler to bind its holder Pod", p.Node))
 	s.requeue(time.Second)
 	return nil
+}
+
+// placeable is the Claim's InstanceType if the Claim may be placed now:
+// the type exists and is open, and the Budgets have room. Otherwise it
+// says in s why not, and returns nil.
+func (c *Controller) placeable(s *step) (*v1alpha1.InstanceType, error) {
+	t, err := c.types.Get(s.cl.Spec.Type)
+	if apierrors.IsNotFound(err) {
+		s.wait(v1alpha1.ClaimReasonTypeNotFound, fmt.Sprintf("instancetype %q does not exist; it waits until it is created", s.cl.Spec.Type))
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	if t.DeletionTimestamp != nil || t.Spec.Hold != v1alpha1.HoldNone {
+		s.wait(v1alpha1.ClaimReasonTypeHeld, fmt.Sprintf("instancetype %s is on hold (%q) and places no new Claims; it waits until the admin reopens it", t.Name, t.Spec.Hold))
+		return nil, nil
+	}
+	if over, err := c.overBudget(s.cl); err != nil || over != "" {
+		s.wait(v1alpha1.ClaimReasonBudget, over)
+		return nil, err
+	}
+	return t, nil
 }
 
 // group is the Claims placed together with cl: cl alone, or the members
