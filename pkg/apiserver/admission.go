@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"slices"
+	"strings"
 	"sync/atomic"
 
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -70,6 +72,34 @@ func registerKilnPlugins(plugins *admission.Plugins) {
 	nodedevicesowner.Register(plugins)
 	claimattach.Register(plugins)
 	budget.Register(plugins)
+}
+
+// alwaysOn are the plugins --disable-admission-plugins may not name, each
+// with what would break without it. They refuse hostile input before the
+// registry touches it, and no validating phase or registry strategy could
+// take their place: the registry parses the resourceVersion and compares
+// the specs before it validates. Off, they buy an operator nothing and
+// cost every tenant a 500 or a server CPU held for hours, so a flag naming
+// one is refused at startup rather than obeyed.
+var alwaysOn = []struct{ name, without string }{
+	{resourceversionformat.PluginName, "a malformed metadata.resourceVersion would get a 500 from the registry instead of a 422"},
+	{quantitybounds.PluginName, "one quantity such as 1e2020020020 would hold a CPU of the server for hours"},
+}
+
+// validateAdmission refuses --disable-admission-plugins naming a plugin of
+// alwaysOn.
+func validateAdmission(a *genericoptions.AdmissionOptions) []error {
+	if a == nil {
+		return nil
+	}
+	var errs []error
+	for _, p := range alwaysOn {
+		if slices.Contains(a.DisablePlugins, p.name) {
+			errs = append(errs, fmt.Errorf("--disable-admission-plugins=%s: %s cannot be disabled, since without it %s; remove it from the flag",
+				strings.Join(a.DisablePlugins, ","), p.name, p.without))
+		}
+	}
+	return errs
 }
 
 // configureAdmission places Kiln's plugins in the standard chain of

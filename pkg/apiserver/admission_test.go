@@ -1,10 +1,12 @@
 package apiserver
 
 import (
+	"io"
 	"slices"
 	"strings"
 	"testing"
 
+	"github.com/spf13/pflag"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -14,6 +16,8 @@ import (
 
 	"kiln.dev/kiln/pkg/admission/budget"
 	"kiln.dev/kiln/pkg/admission/claimattach"
+	"kiln.dev/kiln/pkg/admission/quantitybounds"
+	"kiln.dev/kiln/pkg/admission/resourceversionformat"
 	"kiln.dev/kiln/pkg/apis/gpu/v1alpha1"
 )
 
@@ -74,6 +78,58 @@ func TestSlimObject(t *testing.T) {
 			}
 			if !apiequality.Semantic.DeepEqual(got, tc.want) {
 				t.Errorf("slimObject =\n%#v\nwant\n%#v", got, tc.want)
+			}
+		})
+	}
+}
+
+// ResourceVersionFormat and QuantityBounds are always on: the server
+// refuses to start with --disable-admission-plugins naming either, and
+// names the plugin and what it guards.
+func TestAlwaysOnPlugins(t *testing.T) {
+	const (
+		rvf = "ResourceVersionFormat cannot be disabled, since without it a malformed metadata.resourceVersion would get a 500"
+		qb  = "QuantityBounds cannot be disabled, since without it one quantity such as 1e2020020020 would hold a CPU"
+	)
+	for _, tc := range []struct {
+		disable string
+		want    []string // substrings of the error; none: no error
+	}{
+		{disable: ""},
+		{disable: "ValidatingAdmissionWebhook"},
+		{disable: resourceversionformat.PluginName, want: []string{"--disable-admission-plugins=ResourceVersionFormat: " + rvf}},
+		{disable: quantitybounds.PluginName, want: []string{"--disable-admission-plugins=QuantityBounds: " + qb}},
+		{disable: "ValidatingAdmissionWebhook,QuantityBounds", want: []string{"--disable-admission-plugins=ValidatingAdmissionWebhook,QuantityBounds: " + qb}},
+		{disable: "QuantityBounds,ResourceVersionFormat", want: []string{rvf, qb}},
+	} {
+		name := tc.disable
+		if name == "" {
+			name = "none"
+		}
+		t.Run(name, func(t *testing.T) {
+			o := NewOptions(io.Discard)
+			fs := pflag.NewFlagSet("kiln-apiserver", pflag.ContinueOnError)
+			o.AddFlags(fs)
+			if err := fs.Parse([]string{"--etcd-servers=https://127.0.0.1:2379", "--disable-admission-plugins=" + tc.disable}); err != nil {
+				t.Fatal(err)
+			}
+			if err := o.Complete(false, false); err != nil {
+				t.Fatal(err)
+			}
+			err := o.Validate()
+			if len(tc.want) == 0 {
+				if err != nil {
+					t.Errorf("refused: %v", err)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatalf("started, want %q", tc.want)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %v, want one containing %q", err, w)
+				}
 			}
 		})
 	}

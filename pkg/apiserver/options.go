@@ -114,6 +114,7 @@ func (o *Options) Validate() error {
 		errs = append(errs, o.Standalone.validate(o.RecommendedOptions)...)
 	} else {
 		errs = append(errs, o.RecommendedOptions.Validate()...)
+		errs = append(errs, validateAdmission(o.RecommendedOptions.Admission)...)
 	}
 	errs = append(errs, o.ComponentGlobalsRegistry.Validate()...)
 	if o.MaxLogFollowsPerUser < 0 {

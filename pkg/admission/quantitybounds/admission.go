@@ -47,7 +47,9 @@ func New() *Plugin {
 }
 
 // Admit changes nothing. It is a mutating plugin only to run before the
-// other mutating plugins and the registry's update preparation.
+// other mutating plugins and the registry's update preparation; validating
+// admission runs after both, too late. The server refuses to start with it
+// disabled.
 func (p *Plugin) Admit(_ context.Context, a admission.Attributes, _ admission.ObjectInterfaces) error {
 	obj := a.GetObject()
 	if obj == nil {

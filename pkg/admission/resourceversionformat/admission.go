@@ -41,6 +41,8 @@ func New() *Plugin {
 }
 
 // Admit changes nothing; see the package comment for why it mutates.
+// Validating admission runs after the registry's parse, too late. The
+// server refuses to start with it disabled.
 func (p *Plugin) Admit(_ context.Context, a admission.Attributes, _ admission.ObjectInterfaces) error {
 	obj := a.GetObject()
 	if obj == nil {
