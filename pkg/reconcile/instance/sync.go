@@ -62,7 +62,6 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) (time.Durat
 	}
 
 	o := observed{inst: inst, pod: pod, svc: svc}
-	var after time.Duration
 	t, err := c.types.Get(inst.Spec.Type)
 	switch {
 	case apierrors.IsNotFound(err):
@@ -89,11 +88,34 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) (time.Durat
 			return 0, err
 		}
 	}
+	after, err := c.syncWorkload(ctx, &o, t)
+	if err != nil {
+		return 0, err
+	}
+	if err := c.observeNode(&o); err != nil {
+		return 0, err
+	}
+	if inst.Spec.Stopped {
+		// A Pod on its way out is looked at again when it should be gone.
+		var left time.Duration
+		o.podOverdue, left = c.podOverdue(o.pod)
+		after = minRequeue(after, left)
+	}
+	return after, c.writeStatus(ctx, inst, computeStatus(o))
+}
+
+// syncWorkload makes the Instance's Pod what its spec and state ask for:
+// none for a stopped Instance (once its Claim has the cards back), none
+// while a problem stands, else the Pod its spec renders. It returns when
+// to look again.
+func (c *Controller) syncWorkload(ctx context.Context, o *observed, t *v1alpha1.InstanceType) (time.Duration, error) {
+	pod := o.pod
+	var after time.Duration
 	switch {
-	case inst.Spec.Stopped:
-		c.clearFailures(inst)
+	case o.inst.Spec.Stopped:
+		c.clearFailures(o.inst)
 		if pod != nil && pod.DeletionTimestamp == nil {
-			wait, err := c.claimKeeps(inst, pod)
+			wait, err := c.claimKeeps(o.inst, pod)
 			switch {
 			case err != nil:
 				return 0, err
@@ -108,42 +130,39 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) (time.Durat
 		}
 	case o.problem != nil:
 	default:
-		claimNode, err := c.claimNode(&o)
+		claimNode, err := c.claimNode(o)
 		if err != nil {
 			return 0, err
 		}
 		if o.claimWait != "" && pod == nil {
 			break
 		}
-		after, err = c.syncPod(ctx, &o, t, claimNode)
-		if err != nil {
-			return 0, err
-		}
+		return c.syncPod(ctx, o, t, claimNode)
 	}
+	return after, nil
+}
+
+// observeNode reads what the status reports of the node the Pod is bound
+// to: the Node, its devices, and the Claim the Instance is attached to.
+func (c *Controller) observeNode(o *observed) error {
 	if o.pod != nil && o.pod.Spec.NodeName != "" {
 		node, err := c.nodes.Get(o.pod.Spec.NodeName)
 		if err != nil && !apierrors.IsNotFound(err) {
-			return 0, err
+			return err
 		}
 		o.node, o.nodeLost = node, apierrors.IsNotFound(err)
 		nd, err := c.devices.Get(o.pod.Spec.NodeName)
 		if err != nil && !apierrors.IsNotFound(err) {
-			return 0, err
+			return err
 		}
 		o.devices = nd
-		if name := inst.Spec.ClaimName; name != "" {
-			if cl, err := c.claims.Claims(inst.Namespace).Get(name); err == nil && cl.Status.AttachedTo == inst.Name {
+		if name := o.inst.Spec.ClaimName; name != "" {
+			if cl, err := c.claims.Claims(o.inst.Namespace).Get(name); err == nil && cl.Status.AttachedTo == o.inst.Name {
 				o.claim = cl
 			}
 		}
 	}
-	if inst.Spec.Stopped {
-		// A Pod on its way out is looked at again when it should be gone.
-		var left time.Duration
-		o.podOverdue, left = c.podOverdue(o.pod)
-		after = minRequeue(after, left)
-	}
-	return after, c.writeStatus(ctx, inst, computeStatus(o))
+	return nil
 }
 
 // podOverdue says whether a deleted Pod is still there past its deadline,
@@ -175,35 +194,11 @@ func minRequeue(a, b time.Duration) time.Duration {
 // it or the kubelet refused it at admission, and fills o with what it saw.
 func (c *Controller) syncPod(ctx context.Context, o *observed, t *v1alpha1.InstanceType, claimNode string) (time.Duration, error) {
 	inst, pod := o.inst, o.pod
-	var node *corev1.Node
-	if inst.Spec.NodeName != "" {
-		n, err := c.nodes.Get(inst.Spec.NodeName)
-		if apierrors.IsNotFound(err) {
-			o.problem = &problem{ReasonInvalid, fmt.Sprintf("spec.nodeName: node %q does not exist; pin the Instance to a node of instancetype %q or clear spec.nodeName", inst.Spec.NodeName, t.Name)}
-			return 0, nil
-		}
-		if err != nil {
-			return 0, err
-		}
-		node = n
-	}
-	desired, err := RenderPod(inst, t, node, c.opts.Render)
-	if err != nil {
-		o.problem = &problem{ReasonInvalid, err.Error()}
-		return 0, nil
-	}
-	if claimNode != "" {
-		RenderOnClaim(desired, inst.Spec.ClaimName, claimNode)
-	}
-	hash, err := podHash(desired)
-	if err != nil {
+	desired, err := c.desiredPod(o, t, claimNode)
+	if desired == nil || err != nil {
 		return 0, err
 	}
-	desired.Annotations = map[string]string{
-		AnnotationGeneration: strconv.FormatInt(inst.Generation, 10),
-		AnnotationPodHash:    hash,
-	}
-
+	hash := desired.Annotations[AnnotationPodHash]
 	switch {
 	case pod == nil:
 		created, err := c.kube.CoreV1().Pods(inst.Namespace).Create(ctx, desired, metav1.CreateOptions{FieldManager: ManagedBy})
@@ -244,19 +239,57 @@ func (c *Controller) syncPod(ctx context.Context, o *observed, t *v1alpha1.Insta
 			return handOverPoll, err
 		}
 		return 0, client404(handover.Ungate(ctx, c.kube, pod, ManagedBy))
-	default:
-		// A Pod that runs forgives earlier refusals, but only once the
-		// window they opened is over: one that flaps between Ready and
-		// refused still gets a bounded number of rebuilds.
-		if isReady(pod) {
-			c.mu.Lock()
-			if f := c.failures[inst.UID]; f != nil && c.now().Sub(f.first) > c.opts.AdmissionWindow {
-				delete(c.failures, inst.UID)
-			}
-			c.mu.Unlock()
-		}
+	case isReady(pod):
+		c.forgiveRefusals(inst)
 	}
 	return 0, nil
+}
+
+// forgiveRefusals forgets the admission refusals of an Instance whose Pod
+// runs, but only once the window they opened is over: one that flaps
+// between Ready and refused still gets a bounded number of rebuilds.
+func (c *Controller) forgiveRefusals(inst *v1alpha1.Instance) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if f := c.failures[inst.UID]; f != nil && c.now().Sub(f.first) > c.opts.AdmissionWindow {
+		delete(c.failures, inst.UID)
+	}
+}
+
+// desiredPod renders the Pod the Instance should have, annotated with the
+// generation and hash it was rendered from. A spec that cannot run is
+// recorded as o's problem, and no Pod returned.
+func (c *Controller) desiredPod(o *observed, t *v1alpha1.InstanceType, claimNode string) (*corev1.Pod, error) {
+	inst := o.inst
+	var node *corev1.Node
+	if inst.Spec.NodeName != "" {
+		n, err := c.nodes.Get(inst.Spec.NodeName)
+		if apierrors.IsNotFound(err) {
+			o.problem = &problem{ReasonInvalid, fmt.Sprintf("spec.nodeName: node %q does not exist; pin the Instance to a node of instancetype %q or clear spec.nodeName", inst.Spec.NodeName, t.Name)}
+			return nil, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		node = n
+	}
+	desired, err := RenderPod(inst, t, node, c.opts.Render)
+	if err != nil {
+		o.problem = &problem{ReasonInvalid, err.Error()}
+		return nil, nil
+	}
+	if claimNode != "" {
+		RenderOnClaim(desired, inst.Spec.ClaimName, claimNode)
+	}
+	hash, err := podHash(desired)
+	if err != nil {
+		return nil, err
+	}
+	desired.Annotations = map[string]string{
+		AnnotationGeneration: strconv.FormatInt(inst.Generation, 10),
+		AnnotationPodHash:    hash,
+	}
+	return desired, nil
 }
 
 // rebuildRefused deletes a Pod the kubelet refused at admission so it is
