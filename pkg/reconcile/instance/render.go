@@ -47,7 +47,39 @@ func RenderPod(inst *v1alpha1.Instance, t *v1alpha1.InstanceType, node *corev1.N
 	if err != nil {
 		return nil, err
 	}
-	main := corev1.Container{
+	main, volumes, ws := renderMain(inst, res)
+	containers := []corev1.Container{main}
+	if inst.Spec.SSH != nil {
+		if opts.SSHImage == "" {
+			return nil, fmt.Errorf("instance %s/%s asks for SSH but the controller has no SSH image", inst.Namespace, inst.Name)
+		}
+		ssh, keys := renderSSH(inst, opts.SSHImage, ws)
+		containers, volumes = append(containers, ssh), append(volumes, keys)
+	}
+	nodeSelector, err := renderNodeSelector(inst, t, node)
+	if err != nil {
+		return nil, err
+	}
+	pod := &corev1.Pod{
+		ObjectMeta: objectMeta(inst),
+		Spec: corev1.PodSpec{
+			Containers:       containers,
+			Volumes:          volumes,
+			NodeSelector:     nodeSelector,
+			Tolerations:      t.Spec.Tolerations,
+			RuntimeClassName: t.Spec.RuntimeClassName,
+			ImagePullSecrets: inst.Spec.ImagePullSecrets,
+			// An Instance is a machine: its processes come back when they exit.
+			RestartPolicy: corev1.RestartPolicyAlways,
+		},
+	}
+	return pod, nil
+}
+
+// renderMain builds the Instance's own container with its resources, and
+// the volumes it mounts; ws is its workspace, defaulted, nil for none.
+func renderMain(inst *v1alpha1.Instance, res corev1.ResourceRequirements) (main corev1.Container, volumes []corev1.Volume, ws *v1alpha1.Workspace) {
+	main = corev1.Container{
 		Name:            mainContainer,
 		Image:           inst.Spec.Image,
 		ImagePullPolicy: inst.Spec.ImagePullPolicy,
@@ -63,8 +95,7 @@ func RenderPod(inst *v1alpha1.Instance, t *v1alpha1.InstanceType, node *corev1.N
 	if inst.Spec.Privileged {
 		main.SecurityContext = &corev1.SecurityContext{Privileged: ptr.To(true)}
 	}
-	var volumes []corev1.Volume
-	ws := inst.Spec.Workspace.DeepCopy()
+	ws = inst.Spec.Workspace.DeepCopy()
 	if ws != nil {
 		v1alpha1.SetDefaults_Workspace(ws)
 		v := corev1.Volume{Name: workspaceVolume}
@@ -82,27 +113,30 @@ func RenderPod(inst *v1alpha1.Instance, t *v1alpha1.InstanceType, node *corev1.N
 		}})
 		main.VolumeMounts = append(main.VolumeMounts, corev1.VolumeMount{Name: v.Name, MountPath: v.MountPath, ReadOnly: v.ReadOnly})
 	}
-	containers := []corev1.Container{main}
-	if inst.Spec.SSH != nil {
-		if opts.SSHImage == "" {
-			return nil, fmt.Errorf("instance %s/%s asks for SSH but the controller has no SSH image", inst.Namespace, inst.Name)
-		}
-		volumes = append(volumes, corev1.Volume{Name: sshKeysVolume, VolumeSource: corev1.VolumeSource{
-			Secret: &corev1.SecretVolumeSource{SecretName: inst.Spec.SSH.AuthorizedKeysSecret, DefaultMode: ptr.To[int32](0o400)},
-		}})
-		ssh := corev1.Container{
-			Name:         sshContainer,
-			Image:        opts.SSHImage,
-			Ports:        []corev1.ContainerPort{{Name: "ssh", ContainerPort: sshPort, Protocol: corev1.ProtocolTCP}},
-			VolumeMounts: []corev1.VolumeMount{{Name: sshKeysVolume, MountPath: sshKeysMountPath, ReadOnly: true}},
-		}
-		// The sidecar sees the workspace too: that is what users copy to.
-		if ws != nil {
-			ssh.VolumeMounts = append(ssh.VolumeMounts, corev1.VolumeMount{Name: workspaceVolume, MountPath: ws.MountPath})
-		}
-		containers = append(containers, ssh)
-	}
+	return main, volumes, ws
+}
 
+// renderSSH builds the SSH sidecar and the volume of its authorized keys.
+func renderSSH(inst *v1alpha1.Instance, image string, ws *v1alpha1.Workspace) (corev1.Container, corev1.Volume) {
+	keys := corev1.Volume{Name: sshKeysVolume, VolumeSource: corev1.VolumeSource{
+		Secret: &corev1.SecretVolumeSource{SecretName: inst.Spec.SSH.AuthorizedKeysSecret, DefaultMode: ptr.To[int32](0o400)},
+	}}
+	ssh := corev1.Container{
+		Name:         sshContainer,
+		Image:        image,
+		Ports:        []corev1.ContainerPort{{Name: "ssh", ContainerPort: sshPort, Protocol: corev1.ProtocolTCP}},
+		VolumeMounts: []corev1.VolumeMount{{Name: sshKeysVolume, MountPath: sshKeysMountPath, ReadOnly: true}},
+	}
+	// The sidecar sees the workspace too: that is what users copy to.
+	if ws != nil {
+		ssh.VolumeMounts = append(ssh.VolumeMounts, corev1.VolumeMount{Name: workspaceVolume, MountPath: ws.MountPath})
+	}
+	return ssh, keys
+}
+
+// renderNodeSelector is the type's nodeSelector, plus, for a pinned
+// Instance, its node's hostname label.
+func renderNodeSelector(inst *v1alpha1.Instance, t *v1alpha1.InstanceType, node *corev1.Node) (map[string]string, error) {
 	nodeSelector := map[string]string{}
 	for k, v := range t.Spec.NodeSelector {
 		nodeSelector[k] = v
@@ -118,23 +152,9 @@ func RenderPod(inst *v1alpha1.Instance, t *v1alpha1.InstanceType, node *corev1.N
 		nodeSelector[corev1.LabelHostname] = host
 	}
 	if len(nodeSelector) == 0 {
-		nodeSelector = nil
+		return nil, nil
 	}
-
-	pod := &corev1.Pod{
-		ObjectMeta: objectMeta(inst),
-		Spec: corev1.PodSpec{
-			Containers:       containers,
-			Volumes:          volumes,
-			NodeSelector:     nodeSelector,
-			Tolerations:      t.Spec.Tolerations,
-			RuntimeClassName: t.Spec.RuntimeClassName,
-			ImagePullSecrets: inst.Spec.ImagePullSecrets,
-			// An Instance is a machine: its processes come back when they exit.
-			RestartPolicy: corev1.RestartPolicyAlways,
-		},
-	}
-	return pod, nil
+	return nodeSelector, nil
 }
 
 // RenderOnClaim puts an Instance's Pod on its Claim: kept to the Claim's
