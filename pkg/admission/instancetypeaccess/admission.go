@@ -155,19 +155,7 @@ func (p *Plugin) Validate(ctx context.Context, a admission.Attributes, _ admissi
 	// namespace would still hand out more to whoever already runs on it.
 	changing := !starting && inst != nil && !inst.Spec.Stopped
 	if starting || changing {
-		if t.DeletionTimestamp != nil {
-			if changing {
-				return admission.NewForbidden(a, fmt.Errorf("instancetype %q is being deleted and takes no change of what a running Instance asks for; keep spec.resources as they are, or move to another type (kubectl get instancetypes)", t.Name))
-			}
-			return admission.NewForbidden(a, fmt.Errorf("instancetype %q is being deleted and takes no new %ss; choose another type (kubectl get instancetypes)", t.Name, strings.ToLower(kind)))
-		}
-		if t.Spec.Hold != v1alpha1.HoldNone {
-			if changing {
-				return admission.NewForbidden(a, fmt.Errorf("instancetype %q is on %s and takes no change of what a running Instance asks for; keep spec.resources as they are, or try again when a cluster admin reopens it", t.Name, t.Spec.Hold))
-			}
-			return admission.NewForbidden(a, fmt.Errorf("instancetype %q is on %s and takes no new starts; running Instances are unaffected, try again when a cluster admin reopens it or choose another type", t.Name, t.Spec.Hold))
-		}
-		if err := p.admitsNamespace(ctx, t, a.GetNamespace()); err != nil {
+		if err := p.admitsStart(ctx, t, kind, a.GetNamespace(), changing); err != nil {
 			return admission.NewForbidden(a, err)
 		}
 	}
@@ -179,6 +167,25 @@ func (p *Plugin) Validate(ctx context.Context, a admission.Attributes, _ admissi
 		return apierrors.NewInvalid(gpu.Kind(kind), a.GetName(), errs)
 	}
 	return nil
+}
+
+// admitsStart says why t takes no new start of kind in namespace ns, or no
+// change of what a running Instance asks for: it is being deleted, is on
+// hold, or is closed to the namespace.
+func (p *Plugin) admitsStart(ctx context.Context, t *v1alpha1.InstanceType, kind, ns string, changing bool) error {
+	if t.DeletionTimestamp != nil {
+		if changing {
+			return fmt.Errorf("instancetype %q is being deleted and takes no change of what a running Instance asks for; keep spec.resources as they are, or move to another type (kubectl get instancetypes)", t.Name)
+		}
+		return fmt.Errorf("instancetype %q is being deleted and takes no new %ss; choose another type (kubectl get instancetypes)", t.Name, strings.ToLower(kind))
+	}
+	if t.Spec.Hold != v1alpha1.HoldNone {
+		if changing {
+			return fmt.Errorf("instancetype %q is on %s and takes no change of what a running Instance asks for; keep spec.resources as they are, or try again when a cluster admin reopens it", t.Name, t.Spec.Hold)
+		}
+		return fmt.Errorf("instancetype %q is on %s and takes no new starts; running Instances are unaffected, try again when a cluster admin reopens it or choose another type", t.Name, t.Spec.Hold)
+	}
+	return p.admitsNamespace(ctx, t, ns)
 }
 
 func (p *Plugin) admitsNamespace(ctx context.Context, t *v1alpha1.InstanceType, ns string) error {
