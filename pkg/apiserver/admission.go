@@ -192,7 +192,7 @@ func (k *kilnClients) useBudgetStorage(l rest.Lister) { k.budgetStorage.Store(&l
 // cache to catch up), as consistent as a LIST through the loopback
 // connection but without a second request through the whole handler chain
 // and its JSON. Before the registry exists, through the loopback client.
-func (k *kilnClients) listBudgets(ctx context.Context, ns string) ([]v1alpha1.Budget, error) {
+func (k *kilnClients) listBudgets(ctx context.Context, ns string) ([]gpu.Budget, error) {
 	l := k.budgetStorage.Load()
 	if l == nil {
 		return kilninit.ClientBudgetLister(k.client)(ctx, ns)
@@ -205,13 +205,7 @@ func (k *kilnClients) listBudgets(ctx context.Context, ns string) ([]v1alpha1.Bu
 	if !ok {
 		return nil, fmt.Errorf("the Budget storage listed a %T", obj)
 	}
-	out := make([]v1alpha1.Budget, len(list.Items))
-	for i := range list.Items {
-		if err := Scheme.Convert(&list.Items[i], &out[i], nil); err != nil {
-			return nil, err
-		}
-	}
-	return out, nil
+	return list.Items, nil
 }
 
 // standaloneAdmission is the chain of standalone mode: Kiln's plugins

@@ -16,12 +16,12 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"slices"
 	"sort"
 	"time"
 
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apiserver/pkg/admission"
@@ -106,12 +106,12 @@ func (p *Plugin) ValidateInitialization() error {
 // raises: a Budget created, or given a new key, while Instances run
 // starts with that key absent from used, and charging from zero would let
 // the namespace run more than the limit until the loop caught up.
-func uncounted(b *v1alpha1.Budget, delta gpu.BudgetResourceList) bool {
+func uncounted(b *gpu.Budget, delta gpu.BudgetResourceList) bool {
 	for k := range delta {
-		if _, limited := b.Spec.Hard[v1alpha1.BudgetResourceName(k)]; !limited {
+		if _, limited := b.Spec.Hard[k]; !limited {
 			continue
 		}
-		if _, counted := b.Status.Used[v1alpha1.BudgetResourceName(k)]; !counted {
+		if _, counted := b.Status.Used[k]; !counted {
 			return true
 		}
 	}
@@ -145,7 +145,7 @@ func (p *Plugin) Validate(ctx context.Context, a admission.Attributes, _ admissi
 	if err != nil {
 		return apierrors.NewInternalError(fmt.Errorf("reading the budgets of namespace %q: %w", a.GetNamespace(), err))
 	}
-	var affected []*v1alpha1.Budget
+	var affected []*gpu.Budget
 	for i := range all {
 		if b := &all[i]; names(b.Spec.Hard, req.delta) {
 			affected = append(affected, b)
@@ -173,12 +173,12 @@ func (p *Plugin) Validate(ctx context.Context, a admission.Attributes, _ admissi
 // charged is one Budget's charge of a write, as stored, so that it can be
 // taken back.
 type charged struct {
-	budget *v1alpha1.Budget
+	budget *gpu.Budget
 	// entry is the charge's status.pending entry as stored; replaced is
 	// the object's earlier entry it took the place of, if any: a charge
 	// of another write of the same object still in flight.
-	entry    v1alpha1.BudgetCharge
-	replaced *v1alpha1.BudgetCharge
+	entry    gpu.BudgetCharge
+	replaced *gpu.BudgetCharge
 }
 
 // request works out what the write charges; nil if it raises nothing.
@@ -224,16 +224,7 @@ func (p *Plugin) request(ctx context.Context, a admission.Attributes) (*request,
 	default:
 		return nil, nil
 	}
-	r.delta = gpu.BudgetResourceList{}
-	for k, q := range r.charge {
-		d := q.DeepCopy()
-		if o, ok := oldCharge[k]; ok {
-			d.Sub(o)
-		}
-		if d.Sign() > 0 {
-			r.delta[k] = d
-		}
-	}
+	r.delta = accounting.Beyond(r.charge, oldCharge)
 	if len(r.delta) == 0 {
 		return nil, nil
 	}
@@ -286,9 +277,9 @@ func (p *Plugin) chargeOf(ctx context.Context, req accounting.Request) (gpu.Budg
 }
 
 // names reports whether hard limits any key the delta raises.
-func names(hard v1alpha1.BudgetResourceList, delta gpu.BudgetResourceList) bool {
+func names(hard, delta gpu.BudgetResourceList) bool {
 	for k := range delta {
-		if _, ok := hard[v1alpha1.BudgetResourceName(k)]; ok {
+		if _, ok := hard[k]; ok {
 			return true
 		}
 	}
@@ -298,8 +289,7 @@ func names(hard v1alpha1.BudgetResourceList, delta gpu.BudgetResourceList) bool 
 // charge adds req to one Budget by compare-and-swap, or refuses it. A
 // conflict means another charge landed first: read again and retry. It
 // returns what it stored, nil when nothing was (a dry run, a Budget gone).
-func (p *Plugin) charge(ctx context.Context, a admission.Attributes, b *v1alpha1.Budget, req *request) (*charged, error) {
-	budgets := p.client.GpuV1alpha1().Budgets(b.Namespace)
+func (p *Plugin) charge(ctx context.Context, a admission.Attributes, b *gpu.Budget, req *request) (*charged, error) {
 	recounted := false
 	for attempt := 0; attempt < maxAttempts; attempt++ {
 		if !recounted && uncounted(b, req.delta) {
@@ -324,18 +314,14 @@ func (p *Plugin) charge(ctx context.Context, a admission.Attributes, b *v1alpha1
 			return nil, nil
 		}
 		updated := b.DeepCopy()
-		for k := range updated.Spec.Hard {
-			if d, ok := req.delta[gpu.BudgetResourceName(k)]; ok {
-				add(updated, k, d)
-			}
-		}
-		entry := v1alpha1.BudgetCharge{
+		updated.Status.Used = accounting.Count(updated.Status.Used, req.delta, updated.Spec.Hard)
+		entry := gpu.BudgetCharge{
 			Kind: req.kind, Name: req.name, UID: req.uid, ResourceVersion: req.oldRV,
 			Charge: restrict(req.charge, updated.Spec.Hard), Time: metav1.NewTime(p.now()),
 		}
-		var replaced *v1alpha1.BudgetCharge
+		var replaced *gpu.BudgetCharge
 		updated.Status.Pending, replaced = withPending(updated.Status.Pending, entry)
-		stored, err := budgets.UpdateStatus(ctx, updated, metav1.UpdateOptions{FieldManager: FieldManager})
+		stored, err := p.updateStatus(ctx, updated)
 		switch {
 		case err == nil:
 			c := &charged{budget: stored, entry: entry, replaced: replaced}
@@ -359,7 +345,7 @@ func (p *Plugin) charge(ctx context.Context, a admission.Attributes, b *v1alpha1
 }
 
 // pendingOf is the index of the object's entry in status.pending, or -1.
-func pendingOf(list []v1alpha1.BudgetCharge, uid types.UID) int {
+func pendingOf(list []gpu.BudgetCharge, uid types.UID) int {
 	for i := range list {
 		if list[i].UID == uid {
 			return i
@@ -369,31 +355,52 @@ func pendingOf(list []v1alpha1.BudgetCharge, uid types.UID) int {
 }
 
 // reread gets the Budget from the server; nil if it is gone.
-func (p *Plugin) reread(ctx context.Context, b *v1alpha1.Budget) (*v1alpha1.Budget, error) {
+func (p *Plugin) reread(ctx context.Context, b *gpu.Budget) (*gpu.Budget, error) {
 	cur, err := p.client.GpuV1alpha1().Budgets(b.Namespace).Get(ctx, b.Name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		return nil, nil
 	}
-	if err != nil {
-		return nil, apierrors.NewInternalError(fmt.Errorf("reading budget %q: %w", b.Name, err))
+	if err == nil {
+		var out gpu.Budget
+		if err = v1alpha1.Convert_v1alpha1_Budget_To_gpu_Budget(cur, &out, nil); err == nil {
+			return &out, nil
+		}
 	}
-	return cur, nil
+	return nil, apierrors.NewInternalError(fmt.Errorf("reading budget %q: %w", b.Name, err))
+}
+
+// updateStatus writes a Budget's status, and returns the Budget as stored.
+// The plugin computes on internal Budgets; the client speaks v1alpha1.
+func (p *Plugin) updateStatus(ctx context.Context, b *gpu.Budget) (*gpu.Budget, error) {
+	var in v1alpha1.Budget
+	if err := v1alpha1.Convert_gpu_Budget_To_v1alpha1_Budget(b, &in, nil); err != nil {
+		return nil, err
+	}
+	stored, err := p.client.GpuV1alpha1().Budgets(b.Namespace).UpdateStatus(ctx, &in, metav1.UpdateOptions{FieldManager: FieldManager})
+	if err != nil {
+		return nil, err
+	}
+	var out gpu.Budget
+	if err := v1alpha1.Convert_v1alpha1_Budget_To_gpu_Budget(stored, &out, nil); err != nil {
+		return nil, err
+	}
+	return &out, nil
 }
 
 // exceeds describes the first limit the delta would break, or "".
-func exceeds(b *v1alpha1.Budget, delta gpu.BudgetResourceList) string {
-	keys := make([]string, 0, len(delta))
+func exceeds(b *gpu.Budget, delta gpu.BudgetResourceList) string {
+	keys := make([]gpu.BudgetResourceName, 0, len(delta))
 	for k := range delta {
-		keys = append(keys, string(k))
+		keys = append(keys, k)
 	}
-	sort.Strings(keys)
+	slices.Sort(keys)
 	for _, k := range keys {
-		hard, ok := b.Spec.Hard[v1alpha1.BudgetResourceName(k)]
+		hard, ok := b.Spec.Hard[k]
 		if !ok {
 			continue
 		}
-		used := b.Status.Used[v1alpha1.BudgetResourceName(k)]
-		asked := delta[gpu.BudgetResourceName(k)]
+		used := b.Status.Used[k]
+		asked := delta[k]
 		total := used.DeepCopy()
 		total.Add(asked)
 		if total.Cmp(hard) > 0 {
@@ -403,20 +410,11 @@ func exceeds(b *v1alpha1.Budget, delta gpu.BudgetResourceList) string {
 	return ""
 }
 
-func add(b *v1alpha1.Budget, k v1alpha1.BudgetResourceName, d resource.Quantity) {
-	if b.Status.Used == nil {
-		b.Status.Used = v1alpha1.BudgetResourceList{}
-	}
-	u := b.Status.Used[k]
-	u.Add(d)
-	b.Status.Used[k] = u
-}
-
 // restrict keeps the keys the Budget limits.
-func restrict(c gpu.BudgetResourceList, hard v1alpha1.BudgetResourceList) v1alpha1.BudgetResourceList {
-	out := v1alpha1.BudgetResourceList{}
+func restrict(c, hard gpu.BudgetResourceList) gpu.BudgetResourceList {
+	out := gpu.BudgetResourceList{}
 	for k := range hard {
-		if q, ok := c[gpu.BudgetResourceName(k)]; ok {
+		if q, ok := c[k]; ok {
 			out[k] = q.DeepCopy()
 		}
 	}
@@ -425,9 +423,9 @@ func restrict(c gpu.BudgetResourceList, hard v1alpha1.BudgetResourceList) v1alph
 
 // withPending records a charge, replacing an earlier one of the object,
 // which it returns.
-func withPending(list []v1alpha1.BudgetCharge, c v1alpha1.BudgetCharge) ([]v1alpha1.BudgetCharge, *v1alpha1.BudgetCharge) {
-	out := make([]v1alpha1.BudgetCharge, 0, len(list)+1)
-	var replaced *v1alpha1.BudgetCharge
+func withPending(list []gpu.BudgetCharge, c gpu.BudgetCharge) ([]gpu.BudgetCharge, *gpu.BudgetCharge) {
+	out := make([]gpu.BudgetCharge, 0, len(list)+1)
+	var replaced *gpu.BudgetCharge
 	for i, e := range list {
 		if e.UID == c.UID {
 			replaced = &list[i]
@@ -444,31 +442,35 @@ func withPending(list []v1alpha1.BudgetCharge, c v1alpha1.BudgetCharge) ([]v1alp
 // of the object has put there since is left alone.
 func (p *Plugin) refund(ctx context.Context, c *charged, req *request) {
 	b := c.budget
-	budgets := p.client.GpuV1alpha1().Budgets(b.Namespace)
 	for attempt := 0; attempt < maxAttempts; attempt++ {
-		cur, err := budgets.Get(ctx, b.Name, metav1.GetOptions{})
-		if err != nil {
+		cur, _ := p.reread(ctx, b)
+		if cur == nil {
 			return
 		}
 		updated := cur.DeepCopy()
-		for k := range updated.Spec.Hard {
-			if d, ok := req.delta[gpu.BudgetResourceName(k)]; ok {
-				d = d.DeepCopy()
-				d.Neg()
-				add(updated, k, d)
-			}
-		}
+		updated.Status.Used = accounting.Count(updated.Status.Used, negated(req.delta), updated.Spec.Hard)
 		if i := pendingOf(updated.Status.Pending, req.uid); i >= 0 && apiequality.Semantic.DeepEqual(updated.Status.Pending[i], c.entry) {
 			updated.Status.Pending = append(updated.Status.Pending[:i], updated.Status.Pending[i+1:]...)
 			if c.replaced != nil {
 				updated.Status.Pending = append(updated.Status.Pending, *c.replaced)
 			}
 		}
-		if _, err = budgets.UpdateStatus(ctx, updated, metav1.UpdateOptions{FieldManager: FieldManager}); !apierrors.IsConflict(err) {
+		if _, err := p.updateStatus(ctx, updated); !apierrors.IsConflict(err) {
 			if err != nil {
 				klog.FromContext(ctx).Error(err, "Refunding budget; the reconciler will repair it", "budget", klog.KObj(b))
 			}
 			return
 		}
 	}
+}
+
+// negated is d with every quantity's sign turned.
+func negated(d gpu.BudgetResourceList) gpu.BudgetResourceList {
+	out := make(gpu.BudgetResourceList, len(d))
+	for k, q := range d {
+		q = q.DeepCopy()
+		q.Neg()
+		out[k] = q
+	}
+	return out
 }

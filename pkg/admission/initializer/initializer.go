@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apiserver/pkg/admission"
 
+	"kiln.dev/kiln/pkg/apis/gpu"
 	"kiln.dev/kiln/pkg/apis/gpu/v1alpha1"
 	"kiln.dev/kiln/pkg/generated/clientset/versioned"
 	informers "kiln.dev/kiln/pkg/generated/informers/externalversions"
@@ -42,18 +43,23 @@ type WantsBudgetRecount interface {
 }
 
 // BudgetLister reads a namespace's Budgets as stored now: a consistent
-// read, never an informer's possibly older copy.
-type BudgetLister func(ctx context.Context, namespace string) ([]v1alpha1.Budget, error)
+// read, never an informer's possibly older copy. The Budgets are internal
+// ones, which the plugin computes on.
+type BudgetLister func(ctx context.Context, namespace string) ([]gpu.Budget, error)
 
 // ClientBudgetLister lists Budgets through client, with no resourceVersion:
 // a consistent read.
 func ClientBudgetLister(client versioned.Interface) BudgetLister {
-	return func(ctx context.Context, namespace string) ([]v1alpha1.Budget, error) {
+	return func(ctx context.Context, namespace string) ([]gpu.Budget, error) {
 		list, err := client.GpuV1alpha1().Budgets(namespace).List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return nil, err
 		}
-		return list.Items, nil
+		var out gpu.BudgetList
+		if err := v1alpha1.Convert_v1alpha1_BudgetList_To_gpu_BudgetList(list, &out, nil); err != nil {
+			return nil, err
+		}
+		return out.Items, nil
 	}
 }
 

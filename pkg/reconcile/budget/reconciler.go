@@ -151,25 +151,29 @@ type stored struct {
 // expires.
 func (r *Reconciler) Reconcile(ctx context.Context, ns string) (time.Duration, error) {
 	gpuClient := r.client.GpuV1alpha1()
-	budgetList, err := gpuClient.Budgets(ns).List(ctx, metav1.ListOptions{})
-	if err != nil || len(budgetList.Items) == 0 {
+	read, err := gpuClient.Budgets(ns).List(ctx, metav1.ListOptions{})
+	if err != nil || len(read.Items) == 0 {
 		return 0, err
+	}
+	var budgets gpu.BudgetList
+	if err := v1alpha1.Convert_v1alpha1_BudgetList_To_gpu_BudgetList(read, &budgets, nil); err != nil {
+		return 0, fmt.Errorf("budgets of namespace %s: %w", ns, err)
 	}
 	objects, err := r.storedCharges(ctx, ns)
 	if err != nil {
 		return 0, err
 	}
 	var requeueAfter time.Duration
-	for i := range budgetList.Items {
-		b := &budgetList.Items[i]
-		used := v1alpha1.BudgetResourceList{}
+	for i := range budgets.Items {
+		b := &budgets.Items[i]
+		used := gpu.BudgetResourceList{}
 		for k := range b.Spec.Hard {
 			used[k] = *resource.NewQuantity(0, resource.DecimalSI)
 		}
 		for _, o := range objects {
-			addAll(used, o.charge, nil)
+			used = accounting.Count(used, accounting.Beyond(o.charge, nil), b.Spec.Hard)
 		}
-		var kept []v1alpha1.BudgetCharge
+		var kept []gpu.BudgetCharge
 		for _, p := range b.Status.Pending {
 			if r.settled(p, objects) {
 				continue
@@ -181,7 +185,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, ns string) (time.Duration, e
 			if o, ok := objects[p.UID]; ok {
 				base = o.charge
 			}
-			addAll(used, internalList(p.Charge), base)
+			used = accounting.Count(used, accounting.Beyond(p.Charge, base), b.Spec.Hard)
 			if left := r.PendingTTL - r.now().Sub(p.Time.Time); left > 0 && (requeueAfter == 0 || left < requeueAfter) {
 				requeueAfter = left
 			}
@@ -191,7 +195,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, ns string) (time.Duration, e
 		}
 		updated := b.DeepCopy()
 		updated.Status.Used, updated.Status.Pending = used, kept
-		if _, err := gpuClient.Budgets(ns).UpdateStatus(ctx, updated, metav1.UpdateOptions{FieldManager: FieldManager}); err != nil {
+		if err := r.updateStatus(ctx, updated); err != nil {
 			// A conflict means a charge landed meanwhile: start over.
 			return 0, err
 		}
@@ -203,11 +207,21 @@ func (r *Reconciler) Reconcile(ctx context.Context, ns string) (time.Duration, e
 	return requeueAfter, nil
 }
 
+// updateStatus writes the status of a Budget the loop recomputed.
+func (r *Reconciler) updateStatus(ctx context.Context, b *gpu.Budget) error {
+	var out v1alpha1.Budget
+	if err := v1alpha1.Convert_gpu_Budget_To_v1alpha1_Budget(b, &out, nil); err != nil {
+		return fmt.Errorf("budget %s/%s: %w", b.Namespace, b.Name, err)
+	}
+	_, err := r.client.GpuV1alpha1().Budgets(b.Namespace).UpdateStatus(ctx, &out, metav1.UpdateOptions{FieldManager: FieldManager})
+	return err
+}
+
 // settled says whether a charge in flight is over: its object is stored in
 // the charged state (create) or has moved past the version it was charged
 // against (update), or it is too old to still be in flight: then its write
 // failed (a create whose name was taken, say).
-func (r *Reconciler) settled(p v1alpha1.BudgetCharge, objects map[types.UID]stored) bool {
+func (r *Reconciler) settled(p gpu.BudgetCharge, objects map[types.UID]stored) bool {
 	if r.now().Sub(p.Time.Time) > r.PendingTTL {
 		return true
 	}
@@ -277,30 +291,4 @@ func (r *Reconciler) chargeOf(req accounting.Request) (gpu.BudgetResourceList, e
 		return nil, err
 	}
 	return accounting.Charge(share, t.Name), nil
-}
-
-// addAll adds to used, for its keys only, what c holds beyond base.
-func addAll(used v1alpha1.BudgetResourceList, c, base gpu.BudgetResourceList) {
-	for k, u := range used {
-		q, ok := c[gpu.BudgetResourceName(k)]
-		if !ok {
-			continue
-		}
-		q = q.DeepCopy()
-		if b, ok := base[gpu.BudgetResourceName(k)]; ok {
-			q.Sub(b)
-		}
-		if q.Sign() > 0 {
-			u.Add(q)
-			used[k] = u
-		}
-	}
-}
-
-func internalList(l v1alpha1.BudgetResourceList) gpu.BudgetResourceList {
-	out := make(gpu.BudgetResourceList, len(l))
-	for k, q := range l {
-		out[gpu.BudgetResourceName(k)] = q
-	}
-	return out
 }
