@@ -75,15 +75,17 @@ func registerKilnPlugins(plugins *admission.Plugins) {
 }
 
 // alwaysOn are the plugins --disable-admission-plugins may not name, each
-// with what would break without it. They refuse hostile input before the
-// registry touches it, and no validating phase or registry strategy could
-// take their place: the registry parses the resourceVersion and compares
-// the specs before it validates. Off, they buy an operator nothing and
-// cost every tenant a 500 or a server CPU held for hours, so a flag naming
-// one is refused at startup rather than obeyed.
+// with what would break without it. ResourceVersionFormat and
+// QuantityBounds refuse hostile input before the registry touches it, and
+// no validating phase or registry strategy could take their place: the
+// registry parses the resourceVersion and compares the specs before it
+// validates. Budget is Kiln's promise itself. Off, they buy an operator
+// nothing and cost every tenant a 500, a server CPU held for hours, or the
+// budgets, so a flag naming one is refused at startup rather than obeyed.
 var alwaysOn = []struct{ name, without string }{
 	{resourceversionformat.PluginName, "a malformed metadata.resourceVersion would get a 500 from the registry instead of a 422"},
 	{quantitybounds.PluginName, "one quantity such as 1e2020020020 would hold a CPU of the server for hours"},
+	{budget.PluginName, "a namespace could start Instances and Claims beyond its Budgets"},
 }
 
 // validateAdmission refuses --disable-admission-plugins naming a plugin of

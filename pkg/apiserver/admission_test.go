@@ -101,6 +101,7 @@ func TestAlwaysOnPlugins(t *testing.T) {
 		{disable: quantitybounds.PluginName, want: []string{"--disable-admission-plugins=QuantityBounds: " + qb}},
 		{disable: "ValidatingAdmissionWebhook,QuantityBounds", want: []string{"--disable-admission-plugins=ValidatingAdmissionWebhook,QuantityBounds: " + qb}},
 		{disable: "QuantityBounds,ResourceVersionFormat", want: []string{rvf, qb}},
+		{disable: budget.PluginName, want: []string{"--disable-admission-plugins=Budget: Budget cannot be disabled, since without it a namespace could start Instances and Claims beyond its Budgets"}},
 	} {
 		name := tc.disable
 		if name == "" {
