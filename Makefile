@@ -13,15 +13,22 @@ export CGO_CFLAGS := -O2 -g -Wno-deprecated-declarations
 
 all: build
 
-build: $(BIN)/kiln-apiserver $(BIN)/kiln-controller $(BIN)/kubectl-gpu
+build: $(BIN)/kiln-apiserver $(BIN)/kiln-controller $(BIN)/kiln-node-agent $(BIN)/kubectl-gpu
 
+# The server and the controller need no C: static binaries, and no NVML
+# linked into the controller (its deprecated `node` gets the no-cgo backend).
 $(BIN)/kiln-apiserver: $(GO_SOURCES)
 	@mkdir -p $(BIN)
-	go build -o $@ ./cmd/apiserver
+	CGO_ENABLED=0 go build -o $@ ./cmd/apiserver
 
 $(BIN)/kiln-controller: $(GO_SOURCES)
 	@mkdir -p $(BIN)
-	go build -o $@ ./cmd/controller
+	CGO_ENABLED=0 go build -o $@ ./cmd/controller
+
+# The node agent reads the devices through NVML's bindings, which need cgo.
+$(BIN)/kiln-node-agent: $(GO_SOURCES)
+	@mkdir -p $(BIN)
+	CGO_ENABLED=1 go build -o $@ ./cmd/kiln-node-agent
 
 # The kubectl plugin: with $(BIN) on the PATH, `kubectl gpu ...` runs it.
 $(BIN)/kubectl-gpu: $(GO_SOURCES)

@@ -1,8 +1,8 @@
 // Package deviceplugin is the device side of Kiln's node agent
-// (`kiln-controller node`): a kubelet device plugin per resource name the
-// node's accelerators are served under, fed by a Backend that lists the
-// devices and their health (NVML on a GPU node, a static inventory file on
-// a simulated one).
+// (kiln-node-agent, pkg/nodeagent): a kubelet device plugin per resource
+// name the node's accelerators are served under, fed by a Backend that
+// lists the devices and their health (NVML on a GPU node, a static
+// inventory file on a simulated one).
 //
 // It serves the same resource names as NVIDIA's device plugin
 // (nvidia.com/gpu, and nvidia.com/mig-<profile> in MIG's mixed strategy),

@@ -15,8 +15,8 @@ type Manager struct {
 	Backend Backend
 	// Dir is the kubelet's device-plugins directory,
 	// /var/lib/kubelet/device-plugins on a node. Empty on a node without a
-	// kubelet: the plugins are then called in-process only (Agent's
-	// Simulate).
+	// kubelet: the plugins are then called in-process only (the node
+	// agent's --simulate).
 	Dir string
 	// CDI adds CDI device names (nvidia.com/gpu=<UUID>) to allocations.
 	CDI bool
@@ -104,8 +104,8 @@ func (m *Manager) sync(ctx context.Context, wg *sync.WaitGroup) error {
 	return nil
 }
 
-// plugin is the plugin of a resource name, nil if no device has it.
-func (m *Manager) plugin(resource string) *Plugin {
+// Plugin is the plugin of a resource name, nil if no device has it.
+func (m *Manager) Plugin(resource string) *Plugin {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.plugins[resource]

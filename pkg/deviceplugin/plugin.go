@@ -234,14 +234,15 @@ func (p *Plugin) lookup(id string) (Device, bool) {
 func (p *Plugin) GetPreferredAllocation(_ context.Context, req *pluginapi.PreferredAllocationRequest) (*pluginapi.PreferredAllocationResponse, error) {
 	resp := &pluginapi.PreferredAllocationResponse{}
 	for _, c := range req.ContainerRequests {
-		ids := p.choose(c.AvailableDeviceIDs, c.MustIncludeDeviceIDs, int(c.AllocationSize), "")
+		ids := p.Choose(c.AvailableDeviceIDs, c.MustIncludeDeviceIDs, int(c.AllocationSize), "")
 		resp.ContainerResponses = append(resp.ContainerResponses, &pluginapi.ContainerPreferredAllocationResponse{DeviceIDs: ids})
 	}
 	return resp, nil
 }
 
-// choose is GetPreferredAllocation's choice for one container.
-func (p *Plugin) choose(available, mustInclude []string, size int, claim string) []string {
+// Choose is GetPreferredAllocation's choice for one container; claim is
+// the Pod's Claim where the caller knows it, as the kubelet does not.
+func (p *Plugin) Choose(available, mustInclude []string, size int, claim string) []string {
 	if p.prefer != nil {
 		if ids := p.prefer(p.resource, available, mustInclude, size, claim); ids != nil {
 			return ids
@@ -250,15 +251,11 @@ func (p *Plugin) choose(available, mustInclude []string, size int, claim string)
 	return p.preferLinked(available, mustInclude, size)
 }
 
-// snapshot is the device list now.
-func (p *Plugin) snapshot() []Device {
+// Devices is the device list now.
+func (p *Plugin) Devices() []Device {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return slices.Clone(p.devices)
-}
-
-func allocateRequest(ids []string) *pluginapi.AllocateRequest {
-	return &pluginapi.AllocateRequest{ContainerRequests: []*pluginapi.ContainerAllocateRequest{{DevicesIds: ids}}}
 }
 
 func (p *Plugin) preferLinked(available, mustInclude []string, size int) []string {

@@ -13,17 +13,17 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 
-	"kiln.dev/kiln/cmd/controller/app"
+	"kiln.dev/kiln/cmd/kiln-node-agent/app"
 	"kiln.dev/kiln/pkg/deviceplugin/kubeletstub"
 )
 
 // TestNodeAgentRegistersWithTheKubelet: the node agent's DaemonSet, its
-// command run by the kiln-controller binary with the device-plugins
+// command run by the kiln-node-agent binary with the device-plugins
 // directory it mounts from the host, registers with a kubelet there and
 // serves the node's devices. The inventory stands in for NVML, which
 // needs a GPU.
 func TestNodeAgentRegistersWithTheKubelet(t *testing.T) {
-	bin := filepath.Join(root, "_output", "bin", "kiln-controller")
+	bin := filepath.Join(root, "_output", "bin", "kiln-node-agent")
 	if _, err := os.Stat(bin); err != nil {
 		t.Fatalf("%v: build it with `make build`", err)
 	}

@@ -116,7 +116,7 @@ func writeYAML(path string, v any) error {
 	return os.Rename(tmp, path)
 }
 
-// startNodeAgents runs kiln-controller node for every simulated GPU node,
+// startNodeAgents runs kiln-node-agent for every simulated GPU node,
 // as its DaemonSet's ServiceAccount, in simulated mode: it stands in for
 // the kubelet kwok does not have, allocating devices to the Pods bound to
 // its node from the node's inventory file, and reports them as the node's
@@ -142,8 +142,8 @@ func (c *Cluster) startNodeAgents(ctx context.Context) error {
 		} else if err != nil {
 			return err
 		}
-		p, err := startProcess(c.logDir(), "node-agent-"+n.Name, c.bin("kiln-controller"),
-			"node", "--simulate", "--node-name="+n.Name, "--inventory="+c.InventoryFile(n.Name), "--kubeconfig="+kc)
+		p, err := startProcess(c.logDir(), "node-agent-"+n.Name, c.bin("kiln-node-agent"),
+			"--simulate", "--node-name="+n.Name, "--inventory="+c.InventoryFile(n.Name), "--kubeconfig="+kc)
 		if err != nil {
 			return err
 		}

@@ -2,94 +2,19 @@ package app
 
 import (
 	"context"
-	"fmt"
-	"os"
 
 	"github.com/spf13/cobra"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
-	logsapi "k8s.io/component-base/logs/api/v1"
-	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 
-	"kiln.dev/kiln/pkg/deviceplugin"
+	nodeagentapp "kiln.dev/kiln/cmd/kiln-node-agent/app"
 )
 
-// DefaultPodResourcesSocket is where the kubelet serves its PodResources
-// API.
-const DefaultPodResourcesSocket = "/var/lib/kubelet/pod-resources/kubelet.sock"
-
-// newNodeCommand is `kiln-controller node`, the node agent.
+// newNodeCommand is kiln-node-agent under its old name, `kiln-controller
+// node`, kept for a release so that DaemonSets running it go on working.
+// kiln-controller is built without cgo, so here NVML is missing and only
+// --inventory serves devices.
 func newNodeCommand(ctx context.Context) *cobra.Command {
-	var (
-		inventory, dir, nodeName, kubeconfig, podResources string
-		cdi, simulate                                      bool
-	)
-	logs := logsapi.NewLoggingConfiguration()
-	cmd := &cobra.Command{
-		Use:   "node",
-		Short: "Serve this node's accelerators to the kubelet, as a DaemonSet on GPU nodes",
-		Long: `node is Kiln's node agent. It registers a kubelet device plugin for each
-resource name this node's accelerators are served under: nvidia.com/gpu for
-whole cards and nvidia.com/mig-<profile> for each MIG profile (the mixed
-strategy). These are the names NVIDIA's device plugin uses, so it replaces
-that plugin on the nodes where it runs; do not run both.
-
-Devices and their health come from NVML, or from --inventory, a YAML file
-of devices, on nodes without NVIDIA's driver (simulated nodes, tests).
-With --node-name it reports them, and what holds each, as the node's
-NodeDevices; with --simulate it also stands in for the kubelet of a
-simulated node, allocating devices to the Pods bound to it.`,
-		Example: `  # On a GPU node, as artifacts/deploy/node-agent.yaml runs it:
-  kiln-controller node
-  # A simulated node:
-  kiln-controller node --inventory devices.yaml --device-plugin-dir /tmp/device-plugins`,
-		Args:         cobra.NoArgs,
-		SilenceUsage: true,
-		// Its own, so the root command's logging flags are not applied first.
-		PersistentPreRunE: func(*cobra.Command, []string) error {
-			return logsapi.ValidateAndApply(logs, nil)
-		},
-		RunE: func(*cobra.Command, []string) error {
-			var backend deviceplugin.Backend = &deviceplugin.Static{Path: inventory}
-			if inventory == "" {
-				var err error
-				if backend, err = deviceplugin.NewNVMLFromSystem(); err != nil {
-					return err
-				}
-			}
-			m := &deviceplugin.Manager{Backend: backend, Dir: dir, CDI: cdi}
-			if simulate {
-				m.Dir = ""
-			}
-			if nodeName == "" {
-				if simulate {
-					return fmt.Errorf("--simulate needs --node-name: it allocates the devices of that node's Pods")
-				}
-				return m.Run(ctx)
-			}
-			cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
-			if err != nil {
-				return fmt.Errorf("kubeconfig: %w", err)
-			}
-			kube, err := kubernetes.NewForConfig(cfg)
-			if err != nil {
-				return err
-			}
-			kiln, err := newKilnClientset(cfg)
-			if err != nil {
-				return err
-			}
-			return (&deviceplugin.Agent{Manager: m, Kube: kube, Kiln: kiln, Node: nodeName, Simulate: simulate, PodResources: podResources}).Run(ctx)
-		},
-	}
-	fs := cmd.Flags()
-	fs.StringVar(&inventory, "inventory", "", "a YAML file of this node's devices, read instead of NVML and again whenever it changes")
-	fs.StringVar(&dir, "device-plugin-dir", pluginapi.DevicePluginPath, "the kubelet's device-plugins directory, where its registration socket is")
-	fs.BoolVar(&cdi, "cdi", false, "also give containers their devices as CDI names (nvidia.com/gpu=<UUID>), for runtimes set up for CDI")
-	fs.StringVar(&nodeName, "node-name", os.Getenv("NODE_NAME"), "this node's name; with it the agent reports the node's devices and their holders as the NodeDevices of that name")
-	fs.StringVar(&podResources, "pod-resources-socket", DefaultPodResourcesSocket, "the kubelet's pod-resources socket, which says which Pod holds which device")
-	fs.StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig to report with; in-cluster configuration if empty")
-	fs.BoolVar(&simulate, "simulate", false, "stand in for the kubelet of a simulated node (kwok): allocate the devices of the Pods bound to --node-name, serving no kubelet")
-	logsapi.AddFlags(logs, fs)
+	cmd := nodeagentapp.NewCommand(ctx)
+	cmd.Use = "node"
+	cmd.Deprecated = "use kiln-node-agent (artifacts/deploy/node-agent.yaml): kiln-controller is built without cgo, so it has no NVML, and `node` will be removed in the next release"
 	return cmd
 }

@@ -83,36 +83,27 @@ func TestMakeUpRestartsWhatExits(t *testing.T) {
 		}
 	}()
 
-	for _, c := range []struct {
-		name string
-		// node agents run the kiln-controller binary too.
-		match func(args []string) bool
-	}{
-		{"kiln-controller", func(a []string) bool { return len(a) < 2 || a[1] != "node" }},
-		{"kiln-apiserver", nil},
-		{"kube-apiserver", nil},
-		{"etcd", nil},
-	} {
-		pid := childOf(t, launcherPID, c.name, c.match)
+	for _, name := range []string{"kiln-controller", "kiln-apiserver", "kube-apiserver", "etcd"} {
+		pid := childOf(t, launcherPID, name)
 		if pid == 0 {
-			t.Fatalf("no %s under the launcher (PID %d)", c.name, launcherPID)
+			t.Fatalf("no %s under the launcher (PID %d)", name, launcherPID)
 		}
 		if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 			t.Fatal(err)
 		}
 		var again int
 		for deadline := time.Now().Add(2 * time.Minute); time.Now().Before(deadline); time.Sleep(250 * time.Millisecond) {
-			if again = childOf(t, launcherPID, c.name, c.match); again != 0 && again != pid {
+			if again = childOf(t, launcherPID, name); again != 0 && again != pid {
 				break
 			}
 		}
 		if again == 0 || again == pid {
-			t.Fatalf("%s (PID %d) was not started again within 2 minutes:\n%s", c.name, pid, up.output())
+			t.Fatalf("%s (PID %d) was not started again within 2 minutes:\n%s", name, pid, up.output())
 		}
 		out := up.output()
-		if !strings.Contains(out, fmt.Sprintf("supervisor: %s (PID %d) exited after", c.name, pid)) || !strings.Contains(out, "signal: killed") ||
-			!strings.Contains(out, fmt.Sprintf("supervisor: %s restarted as PID %d", c.name, again)) {
-			t.Errorf("the launcher did not log the exit and restart of %s:\n%s", c.name, out)
+		if !strings.Contains(out, fmt.Sprintf("supervisor: %s (PID %d) exited after", name, pid)) || !strings.Contains(out, "signal: killed") ||
+			!strings.Contains(out, fmt.Sprintf("supervisor: %s restarted as PID %d", name, again)) {
+			t.Errorf("the launcher did not log the exit and restart of %s:\n%s", name, out)
 		}
 		// Back in service through the aggregator before the next kill.
 		var last string
@@ -122,7 +113,7 @@ func TestMakeUpRestartsWhatExits(t *testing.T) {
 			}
 		}
 		if err != nil {
-			t.Fatalf("tenant-a cannot list Instances 3 minutes after %s was killed: %v: %s", c.name, err, last)
+			t.Fatalf("tenant-a cannot list Instances 3 minutes after %s was killed: %v: %s", name, err, last)
 		}
 		// kube-apiserver checks the APIService on its own schedule: it
 		// must come back Available without anyone touching it.
@@ -134,7 +125,7 @@ func TestMakeUpRestartsWhatExits(t *testing.T) {
 			}
 		}
 		if available != "True" {
-			t.Fatalf("APIService v1alpha1.gpu.kiln.dev Available=%q 2 minutes after %s was killed", available, c.name)
+			t.Fatalf("APIService v1alpha1.gpu.kiln.dev Available=%q 2 minutes after %s was killed", available, name)
 		}
 	}
 	time.Sleep(2 * time.Second) // a few creates after the last restart
@@ -162,9 +153,9 @@ func TestMakeUpRestartsWhatExits(t *testing.T) {
 	up.down(t)
 }
 
-// childOf is the PID of the launcher's child running the named binary,
-// for which match (if any) accepts the arguments; 0 if there is none.
-func childOf(t *testing.T, parent int, binary string, match func(args []string) bool) int {
+// childOf is the PID of the launcher's child running the named binary; 0
+// if there is none.
+func childOf(t *testing.T, parent int, binary string) int {
 	t.Helper()
 	entries, err := os.ReadDir("/proc")
 	if err != nil {
@@ -189,7 +180,7 @@ func childOf(t *testing.T, parent int, binary string, match func(args []string) 
 			continue
 		}
 		args := strings.Split(strings.TrimRight(string(cmdline), "\x00"), "\x00")
-		if filepath.Base(args[0]) != binary || (match != nil && !match(args)) {
+		if filepath.Base(args[0]) != binary {
 			continue
 		}
 		return pid

@@ -1,4 +1,4 @@
-package deviceplugin
+package nodeagent
 
 import (
 	"context"
@@ -17,8 +17,20 @@ import (
 	kubefake "k8s.io/client-go/kubernetes/fake"
 
 	"kiln.dev/kiln/pkg/apis/gpu/v1alpha1"
+	"kiln.dev/kiln/pkg/deviceplugin"
 	kilnfake "kiln.dev/kiln/pkg/generated/clientset/versioned/fake"
 )
+
+// Four cards, 0-2 and 1-3 linked by NVLink, and two MIG devices of a fifth:
+// pkg/deviceplugin's test inventory.
+const inventory = `devices:
+- {uuid: GPU-0, resource: nvidia.com/gpu, index: 0, model: NVIDIA-H100-80GB-HBM3, memory: 80Gi, pciBusID: "0000:1b:00.0", nvLinkPeers: [GPU-2]}
+- {uuid: GPU-1, resource: nvidia.com/gpu, index: 1, model: NVIDIA-H100-80GB-HBM3, memory: 80Gi, pciBusID: "0000:43:00.0", nvLinkPeers: [GPU-3]}
+- {uuid: GPU-2, resource: nvidia.com/gpu, index: 2, model: NVIDIA-H100-80GB-HBM3, memory: 80Gi, pciBusID: "0000:52:00.0", nvLinkPeers: [GPU-0]}
+- {uuid: GPU-3, resource: nvidia.com/gpu, index: 3, model: NVIDIA-H100-80GB-HBM3, memory: 80Gi, pciBusID: "0000:61:00.0", nvLinkPeers: [GPU-1]}
+- {uuid: MIG-3a, resource: nvidia.com/mig-1g.10gb, index: 4, parent: GPU-4, profile: 1g.10gb, memory: 10Gi}
+- {uuid: MIG-3b, resource: nvidia.com/mig-1g.10gb, index: 4, parent: GPU-4, profile: 1g.10gb, memory: 10Gi}
+`
 
 // simulated runs an Agent in Simulate mode over the test inventory, on
 // fake clients.
@@ -31,7 +43,7 @@ func simulated(t *testing.T) (*kubefake.Clientset, *kilnfake.Clientset, string) 
 	// The Kiln fake without field management: its schema names differ
 	// from the model names the server uses.
 	kube, kiln := kubefake.NewClientset(), kilnfake.NewSimpleClientset()
-	a := &Agent{Manager: &Manager{Backend: &Static{Path: inv, Interval: 50 * time.Millisecond}}, Kiln: kiln, Kube: kube, Node: "gpu-0", Simulate: true}
+	a := &Agent{Manager: &deviceplugin.Manager{Backend: &deviceplugin.Static{Path: inv, Interval: 50 * time.Millisecond}}, Kiln: kiln, Kube: kube, Node: "gpu-0", Simulate: true}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error)
 	go func() { done <- a.Run(ctx) }()

@@ -1,4 +1,4 @@
-package deviceplugin
+package nodeagent
 
 import (
 	"context"
@@ -19,6 +19,7 @@ import (
 	podresourcesapi "k8s.io/kubelet/pkg/apis/podresources/v1"
 
 	"kiln.dev/kiln/pkg/apis/gpu/v1alpha1"
+	"kiln.dev/kiln/pkg/deviceplugin"
 	kilnfake "kiln.dev/kiln/pkg/generated/clientset/versioned/fake"
 )
 
@@ -70,7 +71,7 @@ func TestAgentReadsPodResources(t *testing.T) {
 	}
 	onClaim := map[string]string{v1alpha1.LabelClaim: "reserved"}
 	kube, kiln := kubefake.NewClientset(gpuPod("a", 2, "Instance", nil), gpuPod("reserved-hold", 2, "Claim", onClaim)), kilnfake.NewSimpleClientset()
-	a := &Agent{Manager: &Manager{Backend: &Static{Path: inv, Interval: time.Hour}}, Kiln: kiln, Kube: kube, Node: "gpu-0", PodResources: sock}
+	a := &Agent{Manager: &deviceplugin.Manager{Backend: &deviceplugin.Static{Path: inv, Interval: time.Hour}}, Kiln: kiln, Kube: kube, Node: "gpu-0", PodResources: sock}
 	stub.set(holding("a", "GPU-0", "GPU-2"), holding("reserved-hold", "GPU-1", "GPU-3"))
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error)
@@ -96,7 +97,7 @@ func TestAgentReadsPodResources(t *testing.T) {
 	}
 	var ids []string
 	err = wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
-		resp, err := a.Manager.plugin("nvidia.com/gpu").GetPreferredAllocation(ctx, &pluginapi.PreferredAllocationRequest{ContainerRequests: []*pluginapi.ContainerPreferredAllocationRequest{{
+		resp, err := a.Manager.Plugin("nvidia.com/gpu").GetPreferredAllocation(ctx, &pluginapi.PreferredAllocationRequest{ContainerRequests: []*pluginapi.ContainerPreferredAllocationRequest{{
 			AvailableDeviceIDs: []string{"GPU-1", "GPU-3", "MIG-3a"}, AllocationSize: 2,
 		}}})
 		if err != nil {
@@ -113,7 +114,7 @@ func TestAgentReadsPodResources(t *testing.T) {
 		t.Fatal(err)
 	}
 	err = wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
-		resp, err := a.Manager.plugin("nvidia.com/gpu").GetPreferredAllocation(ctx, &pluginapi.PreferredAllocationRequest{ContainerRequests: []*pluginapi.ContainerPreferredAllocationRequest{{
+		resp, err := a.Manager.Plugin("nvidia.com/gpu").GetPreferredAllocation(ctx, &pluginapi.PreferredAllocationRequest{ContainerRequests: []*pluginapi.ContainerPreferredAllocationRequest{{
 			AvailableDeviceIDs: []string{"GPU-3", "GPU-1"}, AllocationSize: 1,
 		}}})
 		if err != nil {

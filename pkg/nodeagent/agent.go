@@ -1,4 +1,9 @@
-package deviceplugin
+// Package nodeagent is Kiln's node agent, kiln-node-agent: it runs the
+// device plugins of pkg/deviceplugin, reports the node's devices and what
+// holds each as the node's NodeDevices, and on a simulated node (kwok's)
+// stands in for the kubelet. It sits above pkg/deviceplugin, which knows
+// devices and the kubelet but not Kiln's API.
+package nodeagent
 
 import (
 	"context"
@@ -25,9 +30,11 @@ import (
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
+	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 	podresourcesapi "k8s.io/kubelet/pkg/apis/podresources/v1"
 
 	"kiln.dev/kiln/pkg/apis/gpu/v1alpha1"
+	"kiln.dev/kiln/pkg/deviceplugin"
 	"kiln.dev/kiln/pkg/generated/clientset/versioned"
 )
 
@@ -37,7 +44,7 @@ import (
 // devices it asks for, through the same plugins the kubelet would call,
 // and frees them when the Pod ends.
 type Agent struct {
-	Manager *Manager
+	Manager *deviceplugin.Manager
 	Kiln    versioned.Interface
 	Kube    kubernetes.Interface
 	Node    string
@@ -210,12 +217,12 @@ func (a *Agent) allocate(pod *corev1.Pod) error {
 	}
 	for _, c := range append(slices.Clone(pod.Spec.InitContainers), pod.Spec.Containers...) {
 		for name, q := range c.Resources.Limits {
-			p := a.Manager.plugin(string(name))
+			p := a.Manager.Plugin(string(name))
 			if p == nil || q.Value() == 0 {
 				continue
 			}
 			var free []string
-			for _, d := range p.snapshot() {
+			for _, d := range p.Devices() {
 				if d.Healthy() && !held[d.UUID] {
 					free = append(free, d.UUID)
 				}
@@ -224,7 +231,7 @@ func (a *Agent) allocate(pod *corev1.Pod) error {
 			if len(free) < n {
 				return fmt.Errorf("%s asks for %d %s, %d free", c.Name, n, name, len(free))
 			}
-			ids := p.choose(free, nil, n, pd.claim)
+			ids := p.Choose(free, nil, n, pd.claim)
 			if _, err := p.Allocate(context.Background(), allocateRequest(ids)); err != nil {
 				return err
 			}
@@ -271,6 +278,10 @@ func (a *Agent) preferClaim(resource string, available, mustInclude []string, si
 		return nil // the default choice fills it
 	}
 	return chosen
+}
+
+func allocateRequest(ids []string) *pluginapi.AllocateRequest {
+	return &pluginapi.AllocateRequest{ContainerRequests: []*pluginapi.ContainerAllocateRequest{{DevicesIds: ids}}}
 }
 
 // holderOf names no object: the kind of the Pod's controller, if Kiln's.
@@ -408,7 +419,7 @@ func (a *Agent) readPodResources(ctx context.Context, lister podresourcesapi.Pod
 		pd := podDevices{holder: holderOf(pod)}
 		for _, c := range pr.Containers {
 			for _, d := range c.Devices {
-				if a.Manager.plugin(d.ResourceName) != nil {
+				if a.Manager.Plugin(d.ResourceName) != nil {
 					pd.devices = append(pd.devices, d.DeviceIds...)
 				}
 			}
