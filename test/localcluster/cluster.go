@@ -133,7 +133,7 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 		opts:            opts,
 		log:             opts.Log,
 	}
-	for _, bin := range []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok", "kiln-apiserver", "kiln-controller", "kubectl"} {
+	for _, bin := range []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok", "kiln-apiserver", "kiln-controller", "kiln-node-agent", "kubectl"} {
 		if _, err := os.Stat(filepath.Join(opts.BinDir, bin)); err != nil {
 			return nil, fmt.Errorf("%s is missing from %s; build it with `make control-plane build`", bin, opts.BinDir)
 		}

@@ -19254,7 +19254,7 @@ func schema_pkg_apis_gpu_v1alpha1_NodeDevices(ref common.ReferenceCallback) comm
 	return common.OpenAPIDefinition{
 		Schema: spec.Schema{
 			SchemaProps: spec.SchemaProps{
-				Description: "NodeDevices is the accelerator inventory of one node, as its node agent (kiln-controller node) reports it: every device, its health, and what holds it. Its name is the node's. Every authenticated user may read it, so it names no object: a holder is a kind and a Pod UID.",
+				Description: "NodeDevices is the accelerator inventory of one node, as its node agent (kiln-node-agent) reports it: every device, its health, and what holds it. Its name is the node's. Every authenticated user may read it, so it names no object: a holder is a kind and a Pod UID.",
 				Type:        []string{"object"},
 				Properties: map[string]spec.Schema{
 					"kind": {

@@ -814,7 +814,7 @@ type BudgetList struct {
 // +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
 
 // NodeDevices is the accelerator inventory of one node, as its node agent
-// (kiln-controller node) reports it: every device, its health, and what
+// (kiln-node-agent) reports it: every device, its health, and what
 // holds it. Its name is the node's. Every authenticated user may read it,
 // so it names no object: a holder is a kind and a Pod UID.
 type NodeDevices struct {

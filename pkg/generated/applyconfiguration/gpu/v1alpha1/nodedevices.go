@@ -31,7 +31,7 @@ import (
 // with apply.
 //
 // NodeDevices is the accelerator inventory of one node, as its node agent
-// (kiln-controller node) reports it: every device, its health, and what
+// (kiln-node-agent) reports it: every device, its health, and what
 // holds it. Its name is the node's. Every authenticated user may read it,
 // so it names no object: a holder is a kind and a Pod UID.
 type NodeDevicesApplyConfiguration struct {
