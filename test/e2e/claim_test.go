@@ -18,7 +18,6 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
-	"kiln.dev/kiln/pkg/apis/gpu/v1alpha1"
 	gpuv1 "kiln.dev/kiln/pkg/apis/gpu/v1alpha1"
 	"kiln.dev/kiln/pkg/domain/handover"
 	claimctl "kiln.dev/kiln/pkg/reconcile/claim"
@@ -122,7 +121,7 @@ func cardsOn(t *testing.T, cs kubernetes.Interface, node string) (claimed, other
 			q := c.Resources.Requests[localcluster.ResourceGPU]
 			n += q.Value()
 		}
-		if _, ok := p.Labels[v1alpha1.LabelClaim]; ok {
+		if _, ok := p.Labels[gpuv1.LabelClaim]; ok {
 			claimed += n
 		} else {
 			others += n

@@ -20,7 +20,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 
-	"kiln.dev/kiln/pkg/apis/gpu/v1alpha1"
 	gpuv1 "kiln.dev/kiln/pkg/apis/gpu/v1alpha1"
 	"kiln.dev/kiln/pkg/generated/clientset/versioned"
 	instancectl "kiln.dev/kiln/pkg/reconcile/instance"
@@ -606,7 +605,7 @@ spec:
 	for i := range n {
 		fmt.Fprintf(&manifest, "---\napiVersion: gpu.kiln.dev/v1alpha1\nkind: Instance\nmetadata: {name: r-%02d, namespace: %s}\nspec:\n  type: cpu-tiny\n  image: busybox:1\n  resources: {accelerators: 0}\n  ports: [{name: http, port: 8080}]\n", i, ns)
 	}
-	selector := metav1.ListOptions{LabelSelector: v1alpha1.LabelInstance}
+	selector := metav1.ListOptions{LabelSelector: gpuv1.LabelInstance}
 	mustKubectl(t, tenant(tenantA), manifest.String(), "apply", "-f", "-")
 	// Kill it as soon as it has started on them, so it dies with work half
 	// done: some Pods and Services made, others not, statuses stale.
