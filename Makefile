@@ -9,7 +9,7 @@ TEST_SOURCES := $(shell find test -name '*.go' 2>/dev/null) test/go.mod test/go.
 # about each of them on every build.
 export CGO_CFLAGS := -O2 -g -Wno-deprecated-declarations
 
-.PHONY: all build control-plane generate verify lint test unit integration fuzz e2e faults bench bench-api up down clean-local run clean
+.PHONY: all build control-plane node node-packages generate verify lint test unit integration fuzz e2e faults bench bench-api up down clean-local run clean
 
 all: build
 
@@ -51,6 +51,48 @@ control-plane: $(addprefix $(BIN)/,$(CONTROL_PLANE)) $(BIN)/etcd $(BIN)/kwok
 $(addprefix $(BIN)/,$(CONTROL_PLANE)): $(BIN)/%: test/go.mod test/go.sum
 	@mkdir -p $(BIN)
 	cd test && go build -ldflags "$(KUBE_LDFLAGS)" -o $(abspath $@) k8s.io/kubernetes/cmd/$*
+
+# The real node (issue N): the kubelet and kube-proxy from the same module
+# and version as the control plane; containerd, its runc shim and the CNI
+# plugins from their own modules at pinned versions, each installed into a
+# directory named after its version so a new version is a new target; runc
+# and iptables from Debian (hack/install-node-packages.sh).
+NODE_KUBE := kubelet kube-proxy
+CONTAINERD_VERSION := v2.4.2
+CNI_PLUGINS_VERSION := v1.10.0
+CNI_PLUGINS := main/bridge ipam/host-local main/loopback meta/portmap
+CONTAINERD_DIR := $(OUTPUT)/tools/containerd-$(CONTAINERD_VERSION)
+CNI_DIR := $(OUTPUT)/tools/cni-plugins-$(CNI_PLUGINS_VERSION)
+
+node: $(addprefix $(BIN)/,$(NODE_KUBE) containerd containerd-shim-runc-v2) \
+	$(addprefix $(BIN)/cni/,$(notdir $(CNI_PLUGINS))) node-packages
+
+$(addprefix $(BIN)/,$(NODE_KUBE)): $(BIN)/%: test/go.mod test/go.sum
+	@mkdir -p $(BIN)
+	cd test && go build -ldflags "$(KUBE_LDFLAGS)" -o $(abspath $@) k8s.io/kubernetes/cmd/$*
+
+# Static, and without btrfs (its headers are not on these machines).
+$(CONTAINERD_DIR)/%:
+	@mkdir -p $(@D)
+	GOBIN=$(abspath $(@D)) CGO_ENABLED=0 go install -tags no_btrfs github.com/containerd/containerd/v2/cmd/$*@$(CONTAINERD_VERSION)
+
+$(BIN)/containerd $(BIN)/containerd-shim-runc-v2: $(BIN)/%: $(CONTAINERD_DIR)/%
+	@mkdir -p $(@D)
+	cp $< $@
+
+$(CNI_DIR)/%:
+	@mkdir -p $(@D)
+	GOBIN=$(abspath $(@D)) CGO_ENABLED=0 go install github.com/containernetworking/plugins/plugins/$(filter %/$*,$(CNI_PLUGINS))@$(CNI_PLUGINS_VERSION)
+
+$(BIN)/cni/%: $(CNI_DIR)/%
+	@mkdir -p $(@D)
+	cp $< $@
+
+# Versioned copies stay, so a clean of _output/bin does not rebuild them.
+.PRECIOUS: $(CONTAINERD_DIR)/% $(CNI_DIR)/%
+
+node-packages:
+	hack/install-node-packages.sh
 
 $(BIN)/etcd: test/go.mod test/go.sum test/cmd/etcd/main.go
 	@mkdir -p $(BIN)

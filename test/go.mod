@@ -48,7 +48,17 @@ require (
 	k8s.io/kubernetes v1.37.2
 )
 
-require github.com/NVIDIA/go-nvml v0.13.4-1 // indirect
+require (
+	github.com/Microsoft/hnslib v0.1.3 // indirect
+	github.com/NVIDIA/go-nvml v0.13.4-1 // indirect
+	github.com/google/nftables v0.3.0 // indirect
+	github.com/mdlayher/netlink v1.11.2 // indirect
+	github.com/mdlayher/socket v0.6.1 // indirect
+	github.com/moby/ipvs v1.1.0 // indirect
+	github.com/vishvananda/netlink v1.3.1 // indirect
+	github.com/vishvananda/netns v0.0.5 // indirect
+	sigs.k8s.io/knftables v0.0.22 // indirect
+)
 
 require (
 	cel.dev/expr v0.25.1 // indirect
