@@ -9,7 +9,7 @@ TEST_SOURCES := $(shell find test -name '*.go' 2>/dev/null) test/go.mod test/go.
 # about each of them on every build.
 export CGO_CFLAGS := -O2 -g -Wno-deprecated-declarations
 
-.PHONY: all build control-plane node node-packages generate verify lint test unit integration fuzz e2e faults bench bench-api up down clean-local run clean
+.PHONY: all build control-plane node node-packages node-images generate verify lint test unit integration fuzz e2e faults bench bench-api up down clean-local run clean
 
 all: build
 
@@ -65,7 +65,7 @@ CONTAINERD_DIR := $(OUTPUT)/tools/containerd-$(CONTAINERD_VERSION)
 CNI_DIR := $(OUTPUT)/tools/cni-plugins-$(CNI_PLUGINS_VERSION)
 
 node: $(addprefix $(BIN)/,$(NODE_KUBE) containerd containerd-shim-runc-v2) \
-	$(addprefix $(BIN)/cni/,$(notdir $(CNI_PLUGINS))) node-packages
+	$(addprefix $(BIN)/cni/,$(notdir $(CNI_PLUGINS))) node-packages node-images
 
 $(addprefix $(BIN)/,$(NODE_KUBE)): $(BIN)/%: test/go.mod test/go.sum
 	@mkdir -p $(BIN)
@@ -87,6 +87,17 @@ $(CNI_DIR)/%:
 $(BIN)/cni/%: $(CNI_DIR)/%
 	@mkdir -p $(@D)
 	cp $< $@
+
+# The images the real node runs, written without Docker (test/images):
+# the pause image of sandboxes and Claim holders, and a shell image.
+NODE_IMAGES := $(OUTPUT)/images/pause.tar $(OUTPUT)/images/workload.tar
+
+node-images: $(NODE_IMAGES)
+
+$(NODE_IMAGES) &: $(wildcard test/images/*.go test/cmd/kiln-images/*.go test/cmd/pause/*.go) test/go.mod test/go.sum | node-packages
+	@mkdir -p $(OUTPUT)/images
+	cd test && CGO_ENABLED=0 go build -trimpath -o $(abspath $(OUTPUT)/images/pause) ./cmd/pause
+	cd test && go run ./cmd/kiln-images -out $(abspath $(OUTPUT)/images) -pause $(abspath $(OUTPUT)/images/pause) -busybox /bin/busybox
 
 # Versioned copies stay, so a clean of _output/bin does not rebuild them.
 .PRECIOUS: $(CONTAINERD_DIR)/% $(CNI_DIR)/%

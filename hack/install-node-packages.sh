@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # What the real node takes from Debian rather than from Go modules: runc,
-# which containerd's shim runs (cgo and libseccomp, so not built here), and
-# iptables, which kube-proxy and the CNI portmap plugin program. Installed
+# which containerd's shim runs (cgo and libseccomp, so not built here);
+# iptables, which kube-proxy and the CNI portmap plugin program; and the
+# static busybox that kiln-images puts in the workload image. Installed
 # only when missing, so reruns cost nothing; it needs root, as the node does.
 set -o errexit -o nounset -o pipefail
 missing=()
 command -v runc >/dev/null || missing+=(runc)
 command -v iptables >/dev/null || missing+=(iptables)
+dpkg-query -W -f='${Status}' busybox-static 2>/dev/null | grep -q "ok installed" || missing+=(busybox-static)
 if [ ${#missing[@]} -eq 0 ]; then
     exit 0
 fi

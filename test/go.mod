@@ -44,6 +44,7 @@ replace (
 
 require (
 	github.com/anishathalye/porcupine v1.3.1
+	github.com/google/go-containerregistry v0.20.7
 	go.etcd.io/etcd/server/v3 v3.7.0
 	k8s.io/kubernetes v1.37.2
 )
@@ -51,10 +52,13 @@ require (
 require (
 	github.com/Microsoft/hnslib v0.1.3 // indirect
 	github.com/NVIDIA/go-nvml v0.13.4-1 // indirect
+	github.com/containerd/stargz-snapshotter/estargz v0.18.1 // indirect
 	github.com/google/nftables v0.3.0 // indirect
+	github.com/klauspost/compress v1.19.0 // indirect
 	github.com/mdlayher/netlink v1.11.2 // indirect
 	github.com/mdlayher/socket v0.6.1 // indirect
 	github.com/moby/ipvs v1.1.0 // indirect
+	github.com/vbatts/tar-split v0.12.2 // indirect
 	github.com/vishvananda/netlink v1.3.1 // indirect
 	github.com/vishvananda/netns v0.0.5 // indirect
 	sigs.k8s.io/knftables v0.0.22 // indirect
