@@ -64,7 +64,7 @@ CNI_PLUGINS := main/bridge ipam/host-local main/loopback meta/portmap
 CONTAINERD_DIR := $(OUTPUT)/tools/containerd-$(CONTAINERD_VERSION)
 CNI_DIR := $(OUTPUT)/tools/cni-plugins-$(CNI_PLUGINS_VERSION)
 
-node: $(addprefix $(BIN)/,$(NODE_KUBE) containerd containerd-shim-runc-v2) \
+node: $(addprefix $(BIN)/,$(NODE_KUBE) containerd containerd-shim-runc-v2 ctr) \
 	$(addprefix $(BIN)/cni/,$(notdir $(CNI_PLUGINS))) node-packages node-images
 
 $(addprefix $(BIN)/,$(NODE_KUBE)): $(BIN)/%: test/go.mod test/go.sum
@@ -76,7 +76,7 @@ $(CONTAINERD_DIR)/%:
 	@mkdir -p $(@D)
 	GOBIN=$(abspath $(@D)) CGO_ENABLED=0 go install -tags no_btrfs github.com/containerd/containerd/v2/cmd/$*@$(CONTAINERD_VERSION)
 
-$(BIN)/containerd $(BIN)/containerd-shim-runc-v2: $(BIN)/%: $(CONTAINERD_DIR)/%
+$(BIN)/containerd $(BIN)/containerd-shim-runc-v2 $(BIN)/ctr: $(BIN)/%: $(CONTAINERD_DIR)/%
 	@mkdir -p $(@D)
 	cp $< $@
 
@@ -179,7 +179,7 @@ integration:
 
 # End-to-end tests: test/e2e starts one local control plane for all its
 # tests; test/cmd/kiln-up runs `make up` and `make down` themselves.
-e2e: control-plane build $(BIN)/kiln-up
+e2e: control-plane build node $(BIN)/kiln-up
 	cd test && go test -count=1 -timeout=40m $$(go list ./... | grep -v '/test/faults$$')
 	cd test && go test -count=1 -run='^(TestObjectModel|TestClassify)$$' ./faults/
 

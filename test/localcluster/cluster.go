@@ -64,6 +64,11 @@ type Options struct {
 	// named etcd-N after the first. A resumed cluster runs as many as it
 	// was started with.
 	EtcdMembers int
+	// RealNode adds real-0, a kubelet with containerd and runc in a
+	// network namespace of its own (realnode.go), next to the kwok nodes.
+	// It needs root and the images `make node-images` writes to ImageDir.
+	RealNode bool
+	ImageDir string
 }
 
 // Cluster is a running local control plane.
@@ -93,6 +98,8 @@ type Cluster struct {
 	mu       sync.Mutex
 	procs    []*process
 	balancer *balancer
+	// real is the real node's setup, while it runs.
+	real *realNode
 	// stopBackground ends what the launcher runs besides the components
 	// (retryKwokDeletes).
 	stopBackground context.CancelFunc
@@ -169,9 +176,10 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 		{"persistent volumes", c.createVolumes},
 		{"kiln-controller", c.startController},
 		{"node agents of the GPU nodes", c.startNodeAgents},
+		{"real node " + RealNodeName, c.startRealNode},
 	}
 	for _, s := range steps {
-		if s.name == "kiln-controller" && opts.NoController {
+		if (s.name == "kiln-controller" && opts.NoController) || (s.name == "real node "+RealNodeName && !opts.RealNode) {
 			continue
 		}
 		start := time.Now()
@@ -202,6 +210,7 @@ func (c *Cluster) Stop() {
 		}
 	}
 	c.procs = nil
+	c.stopRealNode()
 	if c.balancer != nil {
 		c.balancer.close()
 		c.balancer = nil

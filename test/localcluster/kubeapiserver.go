@@ -21,6 +21,12 @@ func (c *Cluster) startAPIServer(ctx context.Context) error {
 	}
 	// Tokens signed before a resume stay valid: the key is the same.
 	saKey := filepath.Join(dir, serviceAccountKeyFile)
+	// Its client certificate to kubelets: a real one authenticates every
+	// request and asks kube-apiserver whether this user may make it.
+	kubeletClient, err := c.pki.ca.client(dir, "kube-apiserver-kubelet-client", "kube-apiserver-kubelet-client", "system:masters")
+	if err != nil {
+		return err
+	}
 	admin, err := c.pki.ca.client(dir, "admin", "kiln-admin", "system:masters")
 	if err != nil {
 		return err
@@ -63,6 +69,7 @@ func (c *Cluster) startAPIServer(ctx context.Context) error {
 		// Logs and exec go to the node's kubelet, kwok's server here; its
 		// nodes have no resolvable hostname, only an address.
 		"--kubelet-preferred-address-types=InternalIP",
+		"--kubelet-client-certificate=" + kubeletClient.CertFile, "--kubelet-client-key=" + kubeletClient.KeyFile,
 	}, c.opts.APIServerFlags...)...)
 	if err != nil {
 		return err

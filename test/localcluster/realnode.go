@@ -1,0 +1,326 @@
+package localcluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"kiln.dev/kiln/test/images"
+)
+
+// The real node: a kubelet, containerd and runc, with its address and its
+// Pods' network in a network namespace of its own. Nothing on it is
+// reachable but through that namespace: the host routes the node's address
+// over a veth pair whose host side has no address, and the kubelet reaches
+// kube-apiserver on the namespace's loopback, where the launcher forwards.
+const (
+	RealNodeName = "real-0"
+	// realNetns is fixed, as are the kubelet's device-plugin directory and
+	// its lock: one real node per machine.
+	realNetns   = "kiln-real-0"
+	realVethH   = "kiln-r0-h"
+	realVethN   = "kiln-r0-n"
+	realNodeIP  = "10.250.0.2"
+	realPodCIDR = "10.250.1.0/24"
+	realBridge  = "kiln0"
+	// realLock is held while a real node runs, so a second cluster on the
+	// machine waits for none and breaks nothing: it is refused.
+	realLock = "/run/kiln-real-node.lock"
+	// kubeletPort is the kubelet's inside the namespace, where no other
+	// kubelet listens.
+	kubeletPort = 10250
+	// realShimDir holds the shims' sockets; containerd wants that path
+	// short (42 characters at most), so it is not under the cluster's dir.
+	realShimDir = "/run/kiln-real-0"
+)
+
+// kernelSettings are the host-wide settings the kubelet changes; they are
+// put back when the node stops.
+var kernelSettings = []string{"vm/overcommit_memory", "kernel/panic", "kernel/panic_on_oops"}
+
+// hostPaths are where the kubelet and containerd write whatever their
+// configuration says; those the node created are removed when it stops.
+var hostPaths = []string{"/var/lib/kubelet", "/var/log/pods", "/var/log/containers", "/var/lib/cni"}
+
+// realNode is what startRealNode set up, for stopRealNode to take down.
+type realNode struct {
+	dir       string
+	lock      *os.File
+	forwarder net.Listener
+	sysctls   map[string]string
+	// created are the hostPaths and kubepods cgroups that were not there.
+	created []string
+}
+
+func (c *Cluster) realDir() string { return filepath.Join(c.Dir, "real-0") }
+
+// startRealNode runs real-0 and waits for it to be Ready.
+func (c *Cluster) startRealNode(ctx context.Context) error {
+	n := &realNode{dir: c.realDir(), sysctls: map[string]string{}}
+	lock, err := os.OpenFile(realLock, os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return err
+	}
+	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		lock.Close()
+		return fmt.Errorf("another local cluster on this machine runs the real node (%s is locked); stop it, or start this one with REAL_NODE=0", realLock)
+	}
+	n.lock = lock
+	c.real = n
+	for _, s := range kernelSettings {
+		b, err := os.ReadFile(filepath.Join("/proc/sys", s))
+		if err != nil {
+			return err
+		}
+		n.sysctls[s] = strings.TrimSpace(string(b))
+	}
+	paths := slices.Clone(hostPaths)
+	cgroups, _ := filepath.Glob("/sys/fs/cgroup/*")
+	for _, hier := range cgroups {
+		paths = append(paths, filepath.Join(hier, "kubepods"))
+	}
+	for _, p := range paths {
+		if _, err := os.Lstat(p); errors.Is(err, os.ErrNotExist) {
+			n.created = append(n.created, p)
+		}
+	}
+	for _, d := range []string{"cni", "cni-ipam", "containerd", "state", "kubelet", "pod-logs", "cdi"} {
+		if err := os.MkdirAll(filepath.Join(n.dir, d), 0o755); err != nil {
+			return err
+		}
+	}
+	if err := setupNetns(); err != nil {
+		return fmt.Errorf("network namespace %s: %w", realNetns, err)
+	}
+	if err := c.startContainerd(ctx, n); err != nil {
+		return err
+	}
+	if n.forwarder, err = forwardFromNetns(realNetns, c.ports.apiserver, "127.0.0.1:"+strconv.Itoa(c.ports.apiserver)); err != nil {
+		return fmt.Errorf("forwarding kube-apiserver into %s: %w", realNetns, err)
+	}
+	if err := c.startKubelet(n); err != nil {
+		return err
+	}
+	return c.poll(ctx, time.Minute, func(ctx context.Context) (bool, error) {
+		node, err := c.kube.CoreV1().Nodes().Get(ctx, RealNodeName, metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		return NodeReady(node), nil
+	})
+}
+
+// setupNetns makes the node's namespace: loopback up, the node's address on
+// the namespace side of a veth pair, a route to it from the host, and the
+// way back to the host as the namespace's default route.
+func setupNetns() error {
+	if _, err := os.Stat(filepath.Join("/run/netns", realNetns)); err == nil {
+		// Left by a launcher that was killed outright; the lock says no
+		// node runs in it now.
+		if err := run("ip", "netns", "del", realNetns); err != nil {
+			return err
+		}
+	}
+	steps := [][]string{
+		{"ip", "netns", "add", realNetns},
+		{"ip", "-n", realNetns, "link", "set", "lo", "up"},
+		{"ip", "link", "add", realVethH, "type", "veth", "peer", "name", realVethN, "netns", realNetns},
+		{"ip", "-n", realNetns, "addr", "add", realNodeIP + "/32", "dev", realVethN},
+		{"ip", "-n", realNetns, "link", "set", realVethN, "up"},
+		{"ip", "link", "set", realVethH, "up"},
+		{"ip", "route", "replace", realNodeIP + "/32", "dev", realVethH},
+		{"ip", "-n", realNetns, "route", "add", "default", "dev", realVethN},
+	}
+	for _, s := range steps {
+		if err := run(s[0], s[1:]...); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func run(name string, args ...string) error {
+	out, err := exec.Command(name, args...).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("%s %s: %w: %s", name, strings.Join(args, " "), err, strings.TrimSpace(string(out)))
+	}
+	return nil
+}
+
+// inNetns starts a component inside the node's network namespace. nsenter
+// switches the network namespace only: `ip netns exec` would also mount a
+// new /sys, hiding the cgroup v1 hierarchies runc needs.
+func (c *Cluster) inNetns(name, binary string, args ...string) error {
+	p, err := startProcess(c.logDir(), name, "nsenter", append([]string{"--net=/run/netns/" + realNetns, c.bin(binary)}, args...)...)
+	if err != nil {
+		return err
+	}
+	c.mu.Lock()
+	c.procs = append(c.procs, p)
+	c.mu.Unlock()
+	return nil
+}
+
+// startContainerd runs containerd in the namespace with a root, state,
+// socket and CNI of its own, and imports the node's images into the k8s.io
+// namespace, pinned against the kubelet's image GC.
+func (c *Cluster) startContainerd(ctx context.Context, n *realNode) error {
+	d := n.dir
+	cni := fmt.Sprintf(`{"cniVersion": "1.0.0", "name": "kiln-real", "plugins": [
+  {"type": "bridge", "bridge": %q, "isGateway": true, "ipMasq": false,
+   "ipam": {"type": "host-local", "dataDir": %q, "ranges": [[{"subnet": %q}]], "routes": [{"dst": "0.0.0.0/0"}]}},
+  {"type": "portmap", "capabilities": {"portMappings": true}}]}
+`, realBridge, filepath.Join(d, "cni-ipam"), realPodCIDR)
+	if err := os.WriteFile(filepath.Join(d, "cni", "10-kiln.conflist"), []byte(cni), 0o644); err != nil {
+		return err
+	}
+	// restrict_oom_score_adj: the sandbox may not lower a score below its
+	// own, since it lacks CAP_SYS_RESOURCE. NRI wants /var/run/nri.
+	config := fmt.Sprintf(`version = 3
+root = %[1]q
+state = %[2]q
+imports = []
+disabled_plugins = ['io.containerd.nri.v1.nri']
+[grpc]
+  address = %[3]q
+[ttrpc]
+  address = %[4]q
+[plugins]
+  [plugins.'io.containerd.cri.v1.images'.pinned_images]
+    sandbox = %[5]q
+  [plugins.'io.containerd.cri.v1.runtime']
+    restrict_oom_score_adj = true
+    netns_mounts_under_state_dir = true
+    cdi_spec_dirs = [%[6]q]
+    [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc]
+      runtime_type = 'io.containerd.runc.v2'
+      [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc.options]
+        Root = %[7]q
+        SystemdCgroup = false
+    [plugins.'io.containerd.cri.v1.runtime'.cni]
+      bin_dirs = [%[8]q]
+      conf_dir = %[9]q
+  [plugins.'io.containerd.shim.v1.manager']
+    socket_dir = %[10]q
+`, filepath.Join(d, "containerd"), filepath.Join(d, "state"), c.containerdSocket(), c.containerdSocket()+".ttrpc",
+		images.PauseImage, filepath.Join(d, "cdi"), filepath.Join(d, "state", "runc"), c.bin("cni"), filepath.Join(d, "cni"),
+		realShimDir)
+	file := filepath.Join(d, "containerd.toml")
+	if err := os.WriteFile(file, []byte(config), 0o644); err != nil {
+		return err
+	}
+	if err := c.inNetns("containerd", "containerd", "--config", file); err != nil {
+		return err
+	}
+	if err := c.poll(ctx, 30*time.Second, func(context.Context) (bool, error) {
+		return exec.Command(c.bin("ctr"), "-a", c.containerdSocket(), "version").Run() == nil, nil
+	}); err != nil {
+		return fmt.Errorf("containerd: %w", err)
+	}
+	for _, img := range []struct{ name, file string }{{images.PauseImage, "pause.tar"}, {images.WorkloadImage, "workload.tar"}} {
+		tar := filepath.Join(c.opts.ImageDir, img.file)
+		if err := run(c.bin("ctr"), "-a", c.containerdSocket(), "-n", "k8s.io", "images", "import", tar); err != nil {
+			return fmt.Errorf("importing %s (make node-images writes it): %w", tar, err)
+		}
+		if err := run(c.bin("ctr"), "-a", c.containerdSocket(), "-n", "k8s.io", "images", "label", img.name, "io.cri-containerd.pinned=pinned"); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (c *Cluster) containerdSocket() string { return filepath.Join(c.realDir(), "containerd.sock") }
+
+// startKubelet runs the kubelet as system:node:real-0, serving on the
+// node's address with webhook authentication and authorization only.
+func (c *Cluster) startKubelet(n *realNode) error {
+	dir := c.pkiDir()
+	kc, err := c.componentKubeconfig("kubelet-"+RealNodeName, "system:node:"+RealNodeName, "system:nodes")
+	if err != nil {
+		return err
+	}
+	serving, err := c.pki.ca.serving(dir, "kubelet-serving-"+RealNodeName, []string{RealNodeName}, []net.IP{net.ParseIP(realNodeIP)})
+	if err != nil {
+		return err
+	}
+	config := fmt.Sprintf(`apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+address: %[1]s
+port: %[2]d
+readOnlyPort: 0
+healthzPort: 0
+authentication:
+  anonymous: {enabled: false}
+  webhook: {enabled: true}
+  x509: {clientCAFile: %[3]q}
+authorization: {mode: Webhook}
+tlsCertFile: %[4]q
+tlsPrivateKeyFile: %[5]q
+cgroupDriver: cgroupfs
+failCgroupV1: false
+containerRuntimeEndpoint: unix://%[6]s
+podLogsDir: %[7]q
+nodeStatusUpdateFrequency: 5s
+imageGCHighThresholdPercent: 100
+evictionHard: {memory.available: "1Mi", nodefs.available: "1%%", imagefs.available: "1%%"}
+failSwapOn: false
+protectKernelDefaults: false
+registerNode: true
+`, realNodeIP, kubeletPort, c.pki.ca.CertFile, serving.CertFile, serving.KeyFile, c.containerdSocket(), filepath.Join(n.dir, "pod-logs"))
+	file := filepath.Join(n.dir, "kubelet.yaml")
+	if err := os.WriteFile(file, []byte(config), 0o644); err != nil {
+		return err
+	}
+	return c.inNetns("kubelet", "kubelet",
+		"--config="+file,
+		"--kubeconfig="+kc,
+		"--root-dir="+filepath.Join(n.dir, "kubelet"),
+		"--hostname-override="+RealNodeName,
+		"--node-ip="+realNodeIP,
+		"--node-labels=kiln.dev/real-node=true",
+	)
+}
+
+// stopRealNode takes down what startRealNode set up, once its processes
+// are stopped: the containers containerd left, the mounts under the node's
+// directory, the namespace, and the kernel settings the kubelet changed.
+func (c *Cluster) stopRealNode() {
+	n := c.real
+	if n == nil {
+		return
+	}
+	c.real = nil
+	var errs []error
+	if n.forwarder != nil {
+		n.forwarder.Close()
+	}
+	errs = append(errs, killShims(n.dir))
+	errs = append(errs, unmountUnder(n.dir))
+	if _, err := os.Stat(filepath.Join("/run/netns", realNetns)); err == nil {
+		errs = append(errs, run("ip", "netns", "del", realNetns))
+	}
+	errs = append(errs, os.RemoveAll(realShimDir))
+	for _, p := range n.created {
+		errs = append(errs, removeCreated(p))
+	}
+	for s, v := range n.sysctls {
+		errs = append(errs, os.WriteFile(filepath.Join("/proc/sys", s), []byte(v), 0o644))
+	}
+	if n.lock != nil {
+		n.lock.Close()
+	}
+	if err := errors.Join(errs...); err != nil {
+		fmt.Fprintf(c.log, "stopping %s: %v\n", RealNodeName, err)
+	}
+}
