@@ -125,12 +125,10 @@ func (c *Cluster) startRealNode(ctx context.Context) error {
 // the namespace side of a veth pair, a route to it from the host, and the
 // way back to the host as the namespace's default route.
 func setupNetns() error {
-	if _, err := os.Stat(filepath.Join("/run/netns", realNetns)); err == nil {
-		// Left by a launcher that was killed outright; the lock says no
-		// node runs in it now.
-		if err := run("ip", "netns", "del", realNetns); err != nil {
-			return err
-		}
+	// Left by a launcher that was killed outright; the lock says no node
+	// runs in it now.
+	if err := deleteNetns(); err != nil {
+		return err
 	}
 	steps := [][]string{
 		{"ip", "netns", "add", realNetns},
@@ -148,6 +146,20 @@ func setupNetns() error {
 		}
 	}
 	return nil
+}
+
+// deleteNetns removes the veth pair and the namespace. The pair goes
+// first and explicitly: a namespace outlives its name while anything holds
+// it (a socket the forwarder accepted), and its veth with it.
+func deleteNetns() error {
+	var errs []error
+	if _, err := net.InterfaceByName(realVethH); err == nil {
+		errs = append(errs, run("ip", "link", "del", realVethH))
+	}
+	if _, err := os.Stat(filepath.Join("/run/netns", realNetns)); err == nil {
+		errs = append(errs, run("ip", "netns", "del", realNetns))
+	}
+	return errors.Join(errs...)
 }
 
 func run(name string, args ...string) error {
@@ -307,9 +319,7 @@ func (c *Cluster) stopRealNode() {
 	}
 	errs = append(errs, killShims(n.dir))
 	errs = append(errs, unmountUnder(n.dir))
-	if _, err := os.Stat(filepath.Join("/run/netns", realNetns)); err == nil {
-		errs = append(errs, run("ip", "netns", "del", realNetns))
-	}
+	errs = append(errs, deleteNetns())
 	errs = append(errs, os.RemoveAll(realShimDir))
 	for _, p := range n.created {
 		errs = append(errs, removeCreated(p))
