@@ -23,6 +23,8 @@ import (
 var (
 	cluster  *localcluster.Cluster
 	repoRoot string
+	// realNodeSkip says why this host runs no real node; "" when it does.
+	realNodeSkip string
 )
 
 const (
@@ -34,7 +36,7 @@ func TestMain(m *testing.M) {
 	os.Exit(run(m))
 }
 
-func run(m *testing.M) int {
+func run(m *testing.M) (code int) {
 	root, err := filepath.Abs(filepath.Join("..", ".."))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -46,8 +48,12 @@ func run(m *testing.M) int {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	fmt.Fprintln(os.Stderr, "starting the local control plane in", dir)
+	if realNodeSkip = localcluster.RealNodeUnsupported(); realNodeSkip != "" {
+		fmt.Fprintln(os.Stderr, "no real node:", realNodeSkip)
+	}
 	c, err := localcluster.Start(ctx, localcluster.Options{
 		Dir: dir, BinDir: binDir, RepoRoot: root,
+		RealNode: realNodeSkip == "", ImageDir: filepath.Join(root, "_output", "images"),
 		Tenants: []string{tenantA, tenantB},
 		Log:     os.Stderr,
 		// Short, so the kubelet-admission test sees rebuilds and the
@@ -58,14 +64,23 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, "local control plane:", err)
 		return 1
 	}
-	defer c.Stop()
+	defer func() {
+		c.Stop()
+		// What the real node set up on the host goes with it.
+		if realNodeSkip == "" {
+			if err := localcluster.RealNodeLeftovers(); err != nil {
+				fmt.Fprintln(os.Stderr, "after stopping the real node:", err)
+				code = 1
+			}
+		}
+	}()
 	cluster = c
 	// The catalogue every test uses, installed as a cluster admin would.
 	if out, err := kubectl(c.AdminKubeconfig, "", "apply", "-f", filepath.Join(root, "artifacts", "examples", "instancetypes.yaml")); err != nil {
 		fmt.Fprintln(os.Stderr, out, err)
 		return 1
 	}
-	code := m.Run()
+	code = m.Run()
 	if code != 0 {
 		fmt.Fprintln(os.Stderr, "component logs are in", filepath.Join(dir, "logs"))
 	}

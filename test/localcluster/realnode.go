@@ -26,6 +26,10 @@ import (
 // kube-apiserver on the namespace's loopback, where the launcher forwards.
 const (
 	RealNodeName = "real-0"
+	// LabelRealNode is on real-0, and its NoSchedule taint of the same key
+	// keeps off every Pod that does not ask for it by toleration: the
+	// tests' Pods on kwok nodes stay there.
+	LabelRealNode = "kiln.dev/real-node"
 	// realNetns is fixed, as are the kubelet's device-plugin directory and
 	// its lock: one real node per machine.
 	realNetns   = "kiln-real-0"
@@ -300,7 +304,8 @@ registerNode: true
 		"--root-dir="+filepath.Join(n.dir, "kubelet"),
 		"--hostname-override="+RealNodeName,
 		"--node-ip="+realNodeIP,
-		"--node-labels=kiln.dev/real-node=true",
+		"--node-labels="+LabelRealNode+"=true",
+		"--register-with-taints="+LabelRealNode+"=true:NoSchedule",
 	)
 }
 
@@ -333,4 +338,41 @@ func (c *Cluster) stopRealNode() {
 	if err := errors.Join(errs...); err != nil {
 		fmt.Fprintf(c.log, "stopping %s: %v\n", RealNodeName, err)
 	}
+}
+
+// RealNodeUnsupported says why this host cannot run real-0, "" if it can:
+// it needs root, cgroups, overlayfs, and the tools it runs.
+func RealNodeUnsupported() string {
+	if os.Geteuid() != 0 {
+		return "the real node needs root"
+	}
+	if fs, err := os.ReadFile("/proc/filesystems"); err != nil || !strings.Contains(string(fs), "overlay") {
+		return "the real node needs overlayfs"
+	}
+	if _, err := os.Stat("/sys/fs/cgroup/memory"); err != nil {
+		if _, err := os.Stat("/sys/fs/cgroup/cgroup.controllers"); err != nil {
+			return "the real node needs cgroups"
+		}
+	}
+	for _, tool := range []string{"ip", "nsenter", "runc", "iptables"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			return "the real node needs " + tool + " (make node installs runc and iptables)"
+		}
+	}
+	return ""
+}
+
+// RealNodeLeftovers reports what a stopped real node left on the host.
+func RealNodeLeftovers() error {
+	var errs []error
+	if _, err := os.Stat(filepath.Join("/run/netns", realNetns)); err == nil {
+		errs = append(errs, fmt.Errorf("network namespace %s", realNetns))
+	}
+	if _, err := net.InterfaceByName(realVethH); err == nil {
+		errs = append(errs, fmt.Errorf("link %s", realVethH))
+	}
+	if _, err := os.Stat(realShimDir); err == nil {
+		errs = append(errs, fmt.Errorf("directory %s", realShimDir))
+	}
+	return errors.Join(errs...)
 }

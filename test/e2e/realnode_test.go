@@ -1,0 +1,120 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	gpuv1 "kiln.dev/kiln/pkg/apis/gpu/v1alpha1"
+	"kiln.dev/kiln/test/images"
+	"kiln.dev/kiln/test/localcluster"
+)
+
+// needRealNode skips a test on a host that cannot run real-0, saying why;
+// on the project's machines it runs.
+func needRealNode(t *testing.T) {
+	t.Helper()
+	if realNodeSkip != "" {
+		t.Skip(realNodeSkip)
+	}
+}
+
+var realToleration = corev1.Toleration{Key: localcluster.LabelRealNode, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}
+
+// TestRealNodeRunsAPod: real-0 is a real kubelet of the control plane's
+// version on containerd 2.4.2, and a Pod bound there runs in a container
+// whose output the kubelet serves back through kube-apiserver.
+func TestRealNodeRunsAPod(t *testing.T) {
+	needRealNode(t)
+	kube, _ := adminClients(t)
+	ctx := context.Background()
+	node, err := kube.CoreV1().Nodes().Get(ctx, localcluster.RealNodeName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v := node.Status.NodeInfo.KubeletVersion; v != "v1.37.2" {
+		t.Errorf("kubelet version %q, want v1.37.2", v)
+	}
+	if rt := node.Status.NodeInfo.ContainerRuntimeVersion; !strings.HasPrefix(rt, "containerd://2.4.2") {
+		t.Errorf("runtime %q, want containerd 2.4.2", rt)
+	}
+	ns := "e2e-realpod"
+	createNamespace(t, ns)
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "hello", Namespace: ns},
+		Spec: corev1.PodSpec{
+			RestartPolicy:                corev1.RestartPolicyNever,
+			AutomountServiceAccountToken: ptr.To(false),
+			NodeSelector:                 map[string]string{localcluster.LabelRealNode: "true"},
+			Tolerations:                  []corev1.Toleration{realToleration},
+			Containers: []corev1.Container{{
+				Name: "main", Image: images.WorkloadImage,
+				Command: []string{"/bin/sh", "-c", "echo hello from $(hostname); ls /dev"},
+			}},
+		},
+	}
+	if _, err := kube.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "Pod hello Succeeded on "+localcluster.RealNodeName, 2*time.Minute,
+		func(ctx context.Context) (*corev1.Pod, error) {
+			return kube.CoreV1().Pods(ns).Get(ctx, "hello", metav1.GetOptions{})
+		},
+		func(p *corev1.Pod) bool {
+			return p.Status.Phase == corev1.PodSucceeded && p.Spec.NodeName == localcluster.RealNodeName
+		},
+		func(p *corev1.Pod) any { return p.Status })
+	logs, err := kube.CoreV1().Pods(ns).GetLogs("hello", &corev1.PodLogOptions{}).DoRaw(ctx)
+	if err != nil {
+		t.Fatalf("logs through kube-apiserver and the kubelet: %v", err)
+	}
+	if !strings.Contains(string(logs), "hello from hello") || strings.Contains(string(logs), "nvidia") {
+		t.Errorf("logs %q, want the container's greeting and no card under /dev", logs)
+	}
+}
+
+// TestInstanceOnRealNode: a tenant's Instance runs in a real container on
+// real-0, and `kubectl gpu logs` shows what that container printed.
+func TestInstanceOnRealNode(t *testing.T) {
+	needRealNode(t)
+	ns := "e2e-realinst"
+	controllerNamespace(t, ns)
+	mustKubectl(t, admin(), fmt.Sprintf(`apiVersion: gpu.kiln.dev/v1alpha1
+kind: InstanceType
+metadata:
+  name: real-cpu-%[1]s
+spec:
+  displayName: CPU on the real node
+  resourcesPerCard: {cpu: 100m, memory: 64Mi}
+  nodeSelector: {%[2]s: "true"}
+  tolerations: [{key: %[2]s, operator: Exists, effect: NoSchedule}]
+`, ns, localcluster.LabelRealNode), "apply", "-f", "-")
+	t.Cleanup(func() { _, _ = kubectl(admin(), "", "delete", "instancetype", "real-cpu-"+ns, "--wait=false") })
+	mustKubectl(t, tenant(tenantA), fmt.Sprintf(`apiVersion: gpu.kiln.dev/v1alpha1
+kind: Instance
+metadata:
+  name: box
+  namespace: %s
+spec:
+  type: real-cpu-%s
+  image: %s
+  resources: {accelerators: 0}
+  command: ["/bin/sh", "-c", "echo started on $(hostname); while true; do sleep 1; done"]
+`, ns, ns, images.WorkloadImage), "apply", "-f", "-")
+	inst := waitInstance(t, ns, "box", 2*time.Minute, "Ready on "+localcluster.RealNodeName, func(i *gpuv1.Instance) bool {
+		return phaseIs(gpuv1.InstanceReady)(i) && i.Status.NodeName == localcluster.RealNodeName
+	})
+	if inst.Status.NodeName != localcluster.RealNodeName {
+		t.Fatalf("node %q", inst.Status.NodeName)
+	}
+	out, stderr, err := kubectlGPU(t, tenant(tenantA), "logs", "box", "-n", ns)
+	if err != nil || !strings.Contains(out, "started on box") {
+		t.Errorf("kubectl gpu logs box: %q %q %v; want the container's own line", out, stderr, err)
+	}
+}
