@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -116,5 +117,78 @@ spec:
 	out, stderr, err := kubectlGPU(t, tenant(tenantA), "logs", "box", "-n", ns)
 	if err != nil || !strings.Contains(out, "started on box") {
 		t.Errorf("kubectl gpu logs box: %q %q %v; want the container's own line", out, stderr, err)
+	}
+}
+
+// TestInstanceSeesItsCards: an Instance of two fake cards on real-0 finds
+// under /dev exactly the cards status.allocations names, and
+// NVIDIA_VISIBLE_DEVICES names the same UUIDs: the node agent's device
+// plugin allocated them, the kubelet asked it, and containerd injected
+// them by CDI.
+func TestInstanceSeesItsCards(t *testing.T) {
+	needRealNode(t)
+	ns := "e2e-realcards"
+	controllerNamespace(t, ns)
+	typ := "real-" + ns
+	mustKubectl(t, admin(), fmt.Sprintf(`apiVersion: gpu.kiln.dev/v1alpha1
+kind: InstanceType
+metadata:
+  name: %[1]s
+spec:
+  displayName: Fake cards on the real node
+  accelerator: {vendor: nvidia, model: %[2]s, memory: 16Gi, maxPerInstance: 4, exclusive: {}}
+  resourcesPerCard: {cpu: 100m, memory: 64Mi}
+  nodeSelector: {%[3]s: "true"}
+  tolerations: [{key: %[3]s, operator: Exists, effect: NoSchedule}]
+`, typ, localcluster.ProductFake, localcluster.LabelRealNode), "apply", "-f", "-")
+	t.Cleanup(func() { _, _ = kubectl(admin(), "", "delete", "instancetype", typ, "--wait=false") })
+	mustKubectl(t, tenant(tenantA), fmt.Sprintf(`apiVersion: gpu.kiln.dev/v1alpha1
+kind: Instance
+metadata:
+  name: two
+  namespace: %s
+spec:
+  type: %s
+  image: %s
+  resources: {accelerators: 2}
+  command: ["/bin/sh", "-c", "ls /dev; echo VISIBLE=$NVIDIA_VISIBLE_DEVICES; while true; do sleep 1; done"]
+`, ns, typ, images.WorkloadImage), "apply", "-f", "-")
+	inst := waitInstance(t, ns, "two", 2*time.Minute, "Ready on "+localcluster.RealNodeName+" with two cards", func(i *gpuv1.Instance) bool {
+		return phaseIs(gpuv1.InstanceReady)(i) && i.Status.NodeName == localcluster.RealNodeName && len(i.Status.Allocations) == 2
+	})
+	var wantDev, wantUUIDs []string
+	for _, a := range inst.Status.Allocations {
+		wantDev = append(wantDev, fmt.Sprintf("nvidia%d", a.Index))
+		wantUUIDs = append(wantUUIDs, a.Device)
+	}
+	var out string
+	waitFor(t, "the container's listing in kubectl gpu logs", 30*time.Second,
+		func(context.Context) (string, error) {
+			o, _, err := kubectlGPU(t, tenant(tenantA), "logs", "two", "-n", ns)
+			out = o
+			return o, err
+		},
+		func(o string) bool { return strings.Contains(o, "VISIBLE=") },
+		func(o string) any { return o })
+	var gotDev []string
+	visible := ""
+	for _, line := range strings.Split(out, "\n") {
+		switch {
+		case strings.HasPrefix(line, "nvidia"):
+			gotDev = append(gotDev, line)
+		case strings.HasPrefix(line, "VISIBLE="):
+			visible = strings.TrimPrefix(line, "VISIBLE=")
+		}
+	}
+	slices.Sort(gotDev)
+	slices.Sort(wantDev)
+	if !slices.Equal(gotDev, wantDev) {
+		t.Errorf("cards under /dev %v, want exactly %v (status.allocations %+v)", gotDev, wantDev, inst.Status.Allocations)
+	}
+	gotUUIDs := strings.Split(visible, ",")
+	slices.Sort(gotUUIDs)
+	slices.Sort(wantUUIDs)
+	if !slices.Equal(gotUUIDs, wantUUIDs) {
+		t.Errorf("NVIDIA_VISIBLE_DEVICES %q, want the allocated %v", visible, wantUUIDs)
 	}
 }

@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"kiln.dev/kiln/test/images"
@@ -116,12 +118,56 @@ func (c *Cluster) startRealNode(ctx context.Context) error {
 	if err := c.startKubelet(n); err != nil {
 		return err
 	}
+	if err := c.poll(ctx, time.Minute, func(ctx context.Context) (bool, error) {
+		node, err := c.kube.CoreV1().Nodes().Get(ctx, RealNodeName, metav1.GetOptions{})
+		return err == nil && NodeReady(node), nil
+	}); err != nil {
+		return err
+	}
+	return c.startRealNodeAgent(ctx, n)
+}
+
+// realCards is real-0's inventory: fake cards of a model of their own.
+var realCards = NodeSpec{
+	Name:      RealNodeName,
+	Labels:    map[string]string{LabelGPUProduct: ProductFake, LabelGPUMemory: "16384", LabelGPUCount: "4"},
+	Resources: corev1.ResourceList{ResourceGPU: resource.MustParse("4")},
+}
+
+// ProductFake is the model of real-0's fake cards.
+const ProductFake = "Kiln-Fake-Card"
+
+// startRealNodeAgent runs the node agent for real-0 in its real mode: a
+// device plugin registered with the real kubelet, reading its PodResources,
+// its fake cards given to containers by CDI. It runs in the host's network
+// namespace; the kubelet's sockets are files.
+func (c *Cluster) startRealNodeAgent(ctx context.Context, n *realNode) error {
+	inventory := filepath.Join(n.dir, "inventory.yaml")
+	if err := writeYAML(inventory, realCards.Inventory()); err != nil {
+		return err
+	}
+	kc, err := c.serviceAccountKubeconfig(ctx, nodeAgentServiceAccount)
+	if err != nil {
+		return err
+	}
+	p, err := startProcess(c.logDir(), "node-agent-"+RealNodeName, c.bin("kiln-node-agent"),
+		"--node-name="+RealNodeName, "--inventory="+inventory, "--kubeconfig="+kc,
+		"--fake-cards-dir="+filepath.Join(n.dir, "dev"), "--cdi-spec-dir="+filepath.Join(n.dir, "cdi"),
+		"--pod-resources-socket="+filepath.Join(n.dir, "kubelet", "pod-resources", "kubelet.sock"))
+	if err != nil {
+		return err
+	}
+	c.mu.Lock()
+	c.procs = append(c.procs, p)
+	c.mu.Unlock()
+	// The kubelet reports the plugin's cards at its next status update.
 	return c.poll(ctx, time.Minute, func(ctx context.Context) (bool, error) {
 		node, err := c.kube.CoreV1().Nodes().Get(ctx, RealNodeName, metav1.GetOptions{})
 		if err != nil {
 			return false, nil
 		}
-		return NodeReady(node), nil
+		got := node.Status.Allocatable[ResourceGPU]
+		return got.Value() == 4, nil
 	})
 }
 
@@ -304,7 +350,7 @@ registerNode: true
 		"--root-dir="+filepath.Join(n.dir, "kubelet"),
 		"--hostname-override="+RealNodeName,
 		"--node-ip="+realNodeIP,
-		"--node-labels="+LabelRealNode+"=true",
+		"--node-labels="+LabelRealNode+"=true,"+labelList(realCards.Labels),
 		"--register-with-taints="+LabelRealNode+"=true:NoSchedule",
 	)
 }
@@ -375,4 +421,14 @@ func RealNodeLeftovers() error {
 		errs = append(errs, fmt.Errorf("directory %s", realShimDir))
 	}
 	return errors.Join(errs...)
+}
+
+// labelList is labels as the kubelet's --node-labels takes them.
+func labelList(labels map[string]string) string {
+	var kv []string
+	for k, v := range labels {
+		kv = append(kv, k+"="+v)
+	}
+	slices.Sort(kv)
+	return strings.Join(kv, ",")
 }

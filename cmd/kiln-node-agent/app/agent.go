@@ -28,6 +28,7 @@ const DefaultPodResourcesSocket = "/var/lib/kubelet/pod-resources/kubelet.sock"
 func NewCommand(ctx context.Context) *cobra.Command {
 	var (
 		inventory, dir, nodeName, kubeconfig, podResources string
+		fakeCards, cdiSpecs                                string
 		cdi, simulate                                      bool
 	)
 	logs := logsapi.NewLoggingConfiguration()
@@ -65,6 +66,19 @@ simulated node, allocating devices to the Pods bound to it.`,
 					return err
 				}
 			}
+			if fakeCards != "" {
+				if inventory == "" {
+					return fmt.Errorf("--fake-cards-dir needs --inventory: its cards are the fake ones")
+				}
+				devices, err := backend.Devices()
+				if err != nil {
+					return err
+				}
+				if err := deviceplugin.WriteFakeCards(fakeCards, cdiSpecs, devices); err != nil {
+					return err
+				}
+				cdi = true
+			}
 			m := &deviceplugin.Manager{Backend: backend, Dir: dir, CDI: cdi}
 			if simulate {
 				m.Dir = ""
@@ -89,6 +103,8 @@ simulated node, allocating devices to the Pods bound to it.`,
 	fs.StringVar(&nodeName, "node-name", os.Getenv("NODE_NAME"), "this node's name; with it the agent reports the node's devices and their holders as the NodeDevices of that name")
 	fs.StringVar(&podResources, "pod-resources-socket", DefaultPodResourcesSocket, "the kubelet's pod-resources socket, which says which Pod holds which device")
 	fs.StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig to report with; in-cluster configuration if empty")
+	fs.StringVar(&fakeCards, "fake-cards-dir", "", "on a real node without NVIDIA's driver: make a harmless device node here for each card of --inventory, write a CDI spec to --cdi-spec-dir giving each at /dev/nvidia<index>, and allocate by CDI (implies --cdi)")
+	fs.StringVar(&cdiSpecs, "cdi-spec-dir", "/var/run/cdi", "where --fake-cards-dir writes its CDI spec; one of the container runtime's CDI spec directories")
 	fs.BoolVar(&simulate, "simulate", false, "stand in for the kubelet of a simulated node (kwok): allocate the devices of the Pods bound to --node-name, serving no kubelet")
 	logsapi.AddFlags(logs, fs)
 	return cmd
