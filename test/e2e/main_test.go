@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
+	"kiln.dev/kiln/test/images"
 	"kiln.dev/kiln/test/localcluster"
 )
 
@@ -58,7 +59,9 @@ func run(m *testing.M) (code int) {
 		Log:     os.Stderr,
 		// Short, so the kubelet-admission test sees rebuilds and the
 		// give-up within seconds.
-		ControllerFlags: []string{"--admission-failure-backoff=1s", "--admission-failure-window=12s"},
+		ControllerFlags: []string{"--admission-failure-backoff=1s", "--admission-failure-window=12s",
+			// Holders run as real containers on real-0.
+			"--claim-holder-image=" + images.PauseImage},
 	})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "local control plane:", err)

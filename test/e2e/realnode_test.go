@@ -120,15 +120,9 @@ spec:
 	}
 }
 
-// TestInstanceSeesItsCards: an Instance of two fake cards on real-0 finds
-// under /dev exactly the cards status.allocations names, and
-// NVIDIA_VISIBLE_DEVICES names the same UUIDs: the node agent's device
-// plugin allocated them, the kubelet asked it, and containerd injected
-// them by CDI.
-func TestInstanceSeesItsCards(t *testing.T) {
-	needRealNode(t)
-	ns := "e2e-realcards"
-	controllerNamespace(t, ns)
+// realCardType makes an InstanceType of real-0's fake cards, for one test.
+func realCardType(t *testing.T, ns string) string {
+	t.Helper()
 	typ := "real-" + ns
 	mustKubectl(t, admin(), fmt.Sprintf(`apiVersion: gpu.kiln.dev/v1alpha1
 kind: InstanceType
@@ -142,53 +136,168 @@ spec:
   tolerations: [{key: %[3]s, operator: Exists, effect: NoSchedule}]
 `, typ, localcluster.ProductFake, localcluster.LabelRealNode), "apply", "-f", "-")
 	t.Cleanup(func() { _, _ = kubectl(admin(), "", "delete", "instancetype", typ, "--wait=false") })
-	mustKubectl(t, tenant(tenantA), fmt.Sprintf(`apiVersion: gpu.kiln.dev/v1alpha1
+	return typ
+}
+
+// waitRealCardsFree waits until no Pod on real-0 holds a card: a test
+// before may have left its namespace Terminating, its Pods with it.
+func waitRealCardsFree(t *testing.T) {
+	t.Helper()
+	kube, _ := adminClients(t)
+	waitFor(t, "every card of "+localcluster.RealNodeName+" free", 2*time.Minute,
+		func(ctx context.Context) ([]string, error) {
+			pods, err := kube.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + localcluster.RealNodeName})
+			if err != nil {
+				return nil, err
+			}
+			var holding []string
+			for _, p := range pods.Items {
+				for _, c := range p.Spec.Containers {
+					if _, ok := c.Resources.Limits[localcluster.ResourceGPU]; ok {
+						holding = append(holding, p.Namespace+"/"+p.Name)
+					}
+				}
+			}
+			return holding, nil
+		},
+		func(holding []string) bool { return len(holding) == 0 },
+		func(holding []string) any { return holding })
+}
+
+// listingInstance is an Instance that prints its /dev and
+// NVIDIA_VISIBLE_DEVICES, then runs on; extra is more of its spec.
+func listingInstance(name, ns, typ, extra string) string {
+	return fmt.Sprintf(`apiVersion: gpu.kiln.dev/v1alpha1
 kind: Instance
 metadata:
-  name: two
+  name: %s
   namespace: %s
 spec:
   type: %s
   image: %s
-  resources: {accelerators: 2}
   command: ["/bin/sh", "-c", "ls /dev; echo VISIBLE=$NVIDIA_VISIBLE_DEVICES; while true; do sleep 1; done"]
-`, ns, typ, images.WorkloadImage), "apply", "-f", "-")
-	inst := waitInstance(t, ns, "two", 2*time.Minute, "Ready on "+localcluster.RealNodeName+" with two cards", func(i *gpuv1.Instance) bool {
-		return phaseIs(gpuv1.InstanceReady)(i) && i.Status.NodeName == localcluster.RealNodeName && len(i.Status.Allocations) == 2
-	})
-	var wantDev, wantUUIDs []string
-	for _, a := range inst.Status.Allocations {
-		wantDev = append(wantDev, fmt.Sprintf("nvidia%d", a.Index))
-		wantUUIDs = append(wantUUIDs, a.Device)
-	}
-	var out string
-	waitFor(t, "the container's listing in kubectl gpu logs", 30*time.Second,
+`, name, ns, typ, images.WorkloadImage) + extra
+}
+
+// cardsSeen is what an Instance's container printed of its cards: the
+// nvidia device nodes under /dev, and the UUIDs NVIDIA_VISIBLE_DEVICES
+// names, each sorted.
+func cardsSeen(t *testing.T, ns, name string) (dev, uuids []string) {
+	t.Helper()
+	out := waitFor(t, "instance "+name+"'s listing in kubectl gpu logs", 30*time.Second,
 		func(context.Context) (string, error) {
-			o, _, err := kubectlGPU(t, tenant(tenantA), "logs", "two", "-n", ns)
-			out = o
+			o, _, err := kubectlGPU(t, tenant(tenantA), "logs", name, "-n", ns)
 			return o, err
 		},
 		func(o string) bool { return strings.Contains(o, "VISIBLE=") },
 		func(o string) any { return o })
-	var gotDev []string
-	visible := ""
 	for _, line := range strings.Split(out, "\n") {
 		switch {
 		case strings.HasPrefix(line, "nvidia"):
-			gotDev = append(gotDev, line)
+			dev = append(dev, line)
 		case strings.HasPrefix(line, "VISIBLE="):
-			visible = strings.TrimPrefix(line, "VISIBLE=")
+			if v := strings.TrimPrefix(line, "VISIBLE="); v != "" {
+				uuids = strings.Split(v, ",")
+			}
 		}
 	}
-	slices.Sort(gotDev)
-	slices.Sort(wantDev)
-	if !slices.Equal(gotDev, wantDev) {
-		t.Errorf("cards under /dev %v, want exactly %v (status.allocations %+v)", gotDev, wantDev, inst.Status.Allocations)
+	slices.Sort(dev)
+	slices.Sort(uuids)
+	return dev, uuids
+}
+
+// allocated is what status.allocations names: device nodes and UUIDs,
+// sorted.
+func allocated(inst *gpuv1.Instance) (dev, uuids []string) {
+	for _, a := range inst.Status.Allocations {
+		dev = append(dev, fmt.Sprintf("nvidia%d", a.Index))
+		uuids = append(uuids, a.Device)
 	}
-	gotUUIDs := strings.Split(visible, ",")
-	slices.Sort(gotUUIDs)
-	slices.Sort(wantUUIDs)
-	if !slices.Equal(gotUUIDs, wantUUIDs) {
-		t.Errorf("NVIDIA_VISIBLE_DEVICES %q, want the allocated %v", visible, wantUUIDs)
+	slices.Sort(dev)
+	slices.Sort(uuids)
+	return dev, uuids
+}
+
+func readyOnRealNode(cards int) func(*gpuv1.Instance) bool {
+	return func(i *gpuv1.Instance) bool {
+		return phaseIs(gpuv1.InstanceReady)(i) && i.Status.NodeName == localcluster.RealNodeName && len(i.Status.Allocations) == cards
+	}
+}
+
+// TestInstanceSeesItsCards: an Instance of two fake cards on real-0 finds
+// under /dev exactly the cards status.allocations names, and
+// NVIDIA_VISIBLE_DEVICES names the same UUIDs: the node agent's device
+// plugin allocated them, the kubelet asked it, and containerd injected
+// them by CDI. Two Instances get disjoint cards, and a third that does
+// not fit waits with the scheduler's reason in kubectl gpu why.
+func TestInstanceSeesItsCards(t *testing.T) {
+	needRealNode(t)
+	ns := "e2e-realcards"
+	controllerNamespace(t, ns)
+	typ := realCardType(t, ns)
+	waitRealCardsFree(t)
+	seen := map[string]string{}
+	for _, name := range []string{"first", "second"} {
+		mustKubectl(t, tenant(tenantA), listingInstance(name, ns, typ, "  resources: {accelerators: 2}\n"), "apply", "-f", "-")
+		inst := waitInstance(t, ns, name, 2*time.Minute, "Ready on "+localcluster.RealNodeName+" with two cards", readyOnRealNode(2))
+		wantDev, wantUUIDs := allocated(inst)
+		dev, uuids := cardsSeen(t, ns, name)
+		if !slices.Equal(dev, wantDev) {
+			t.Errorf("%s: cards under /dev %v, want exactly %v (status.allocations %+v)", name, dev, wantDev, inst.Status.Allocations)
+		}
+		if !slices.Equal(uuids, wantUUIDs) {
+			t.Errorf("%s: NVIDIA_VISIBLE_DEVICES %v, want the allocated %v", name, uuids, wantUUIDs)
+		}
+		for _, d := range dev {
+			if other, ok := seen[d]; ok {
+				t.Errorf("%s and %s both see %s", other, name, d)
+			}
+			seen[d] = name
+		}
+	}
+	mustKubectl(t, tenant(tenantA), listingInstance("third", ns, typ, "  resources: {accelerators: 1}\n"), "apply", "-f", "-")
+	waitInstance(t, ns, "third", time.Minute, "Pending for cards", func(i *gpuv1.Instance) bool {
+		return i.Status.Phase == gpuv1.InstancePending && strings.Contains(i.Status.Message, "Insufficient nvidia.com/gpu")
+	})
+	out := mustKubectlGPU(t, tenant(tenantA), "why", "third", "-n", ns)
+	for _, want := range []string{"instance/third is Pending", "Insufficient nvidia.com/gpu"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("kubectl gpu why third lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+// TestClaimOnRealNode: a Claim on real-0 is held by a real pause
+// container, and the Instance that attaches to it gets the Claim's very
+// cards, in its /dev and in its status.
+func TestClaimOnRealNode(t *testing.T) {
+	needRealNode(t)
+	ns := "e2e-realclaim"
+	controllerNamespace(t, ns)
+	typ := realCardType(t, ns)
+	waitRealCardsFree(t)
+	mustKubectl(t, tenant(tenantA), claimManifest("held", ns, typ, "  accelerators: 2\n"), "apply", "-f", "-")
+	cl := waitClaim(t, ns, "held", 2*time.Minute, "Bound on "+localcluster.RealNodeName, func(c *gpuv1.Claim) bool {
+		return c.Status.Phase == gpuv1.ClaimBound && c.Status.NodeName == localcluster.RealNodeName && len(c.Status.Devices) == 2 &&
+			!strings.Contains(strings.Join(c.Status.Devices, ","), "/")
+	})
+	kube, _ := adminClients(t)
+	waitFor(t, "holder held-hold running "+images.PauseImage, time.Minute,
+		func(ctx context.Context) (*corev1.Pod, error) {
+			return kube.CoreV1().Pods(ns).Get(ctx, "held-hold", metav1.GetOptions{})
+		},
+		func(p *corev1.Pod) bool {
+			cs := p.Status.ContainerStatuses
+			return p.Status.Phase == corev1.PodRunning && len(cs) == 1 && cs[0].State.Running != nil && cs[0].Image == images.PauseImage
+		},
+		func(p *corev1.Pod) any { return p.Status })
+	claimed := slices.Sorted(slices.Values(cl.Status.Devices))
+	mustKubectl(t, tenant(tenantA), listingInstance("on-claim", ns, typ, "  claimName: held\n  resources: {accelerators: 2}\n"), "apply", "-f", "-")
+	inst := waitInstance(t, ns, "on-claim", 2*time.Minute, "Ready on the Claim's cards", readyOnRealNode(2))
+	if _, uuids := allocated(inst); !slices.Equal(uuids, claimed) {
+		t.Errorf("status.allocations %v, want the Claim's %v", uuids, claimed)
+	}
+	if _, uuids := cardsSeen(t, ns, "on-claim"); !slices.Equal(uuids, claimed) {
+		t.Errorf("NVIDIA_VISIBLE_DEVICES %v, want the Claim's %v", uuids, claimed)
 	}
 }
