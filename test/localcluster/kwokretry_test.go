@@ -18,6 +18,10 @@ func TestKwokDeleteOverdue(t *testing.T) {
 			Annotations:                annotations,
 		}}
 	}
+	withFinalizer := func(p *corev1.Pod) *corev1.Pod {
+		p.Finalizers = []string{"example.com/keep"}
+		return p
+	}
 	for _, tc := range []struct {
 		name string
 		pod  *corev1.Pod
@@ -27,7 +31,12 @@ func TestKwokDeleteOverdue(t *testing.T) {
 		{name: "within its grace period", pod: deleted(-20*time.Second, 30, nil)},
 		{name: "just past its deadline: kwok may still be at it", pod: deleted(time.Second, 1, nil)},
 		{name: "overdue with kwok's delete not landed", pod: deleted(kwokRetryOverdue, 1, nil), want: true},
-		{name: "overdue after kwok's delete: someone's finalizer keeps it", pod: deleted(time.Minute, 0, nil)},
+		// kube-apiserver writes the grace period of 0 and then deletes, in
+		// two steps of etcd: when the second fails, the Pod stays, with
+		// nothing left to wait for.
+		{name: "overdue, grace 0 written but the delete itself lost", pod: deleted(kwokRetryOverdue, 0, nil), want: true},
+		{name: "overdue after kwok's delete: someone's finalizer keeps it", pod: withFinalizer(deleted(time.Minute, 0, nil))},
+		{name: "overdue with kwok's delete not landed, and a finalizer", pod: withFinalizer(deleted(kwokRetryOverdue, 1, nil)), want: true},
 		{name: "overdue, its status left to a test", pod: deleted(time.Minute, 1, map[string]string{CustomStatusAnnotation: "custom"})},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
