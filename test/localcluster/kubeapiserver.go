@@ -51,6 +51,9 @@ func (c *Cluster) startAPIServer(ctx context.Context) error {
 		"--tls-cert-file=" + serving.CertFile, "--tls-private-key-file=" + serving.KeyFile,
 		"--client-ca-file=" + c.pki.ca.CertFile,
 		"--authorization-mode=Node,RBAC",
+		// A kubelet (real-0's) may then change only its own Node and the
+		// Pods bound to it.
+		"--enable-admission-plugins=NodeRestriction",
 		"--service-cluster-ip-range=10.96.0.0/16",
 		"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
 		"--service-account-key-file=" + saKey,
