@@ -80,7 +80,7 @@ func (c *Cluster) startRealNode(ctx context.Context) error {
 	}
 	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
 		lock.Close()
-		return fmt.Errorf("another local cluster on this machine runs the real node (%s is locked); stop it, or start this one with REAL_NODE=0", realLock)
+		return fmt.Errorf("another local cluster on this machine runs the real node (%s is locked); stop that cluster first", realLock)
 	}
 	n.lock = lock
 	c.real = n
