@@ -266,7 +266,13 @@ func (c *Cluster) start(name string, args ...string) error {
 // startBinary starts one of several processes of the same binary under a
 // name of its own.
 func (c *Cluster) startBinary(name, binary string, args ...string) error {
-	p, err := startProcess(c.logDir(), name, c.bin(binary), args...)
+	return c.startPath(name, c.bin(binary), args...)
+}
+
+// startPath starts the program at path as a component: logged under name,
+// and stopped with the cluster.
+func (c *Cluster) startPath(name, path string, args ...string) error {
+	p, err := startProcess(c.logDir(), name, path, args...)
 	if err != nil {
 		return err
 	}

@@ -150,16 +150,12 @@ func (c *Cluster) startRealNodeAgent(ctx context.Context, n *realNode) error {
 	if err != nil {
 		return err
 	}
-	p, err := startProcess(c.logDir(), "node-agent-"+RealNodeName, c.bin("kiln-node-agent"),
+	if err := c.startBinary("node-agent-"+RealNodeName, "kiln-node-agent",
 		"--node-name="+RealNodeName, "--inventory="+inventory, "--kubeconfig="+kc,
 		"--fake-cards-dir="+filepath.Join(n.dir, "dev"), "--cdi-spec-dir="+filepath.Join(n.dir, "cdi"),
-		"--pod-resources-socket="+filepath.Join(n.dir, "kubelet", "pod-resources", "kubelet.sock"))
-	if err != nil {
+		"--pod-resources-socket="+filepath.Join(n.dir, "kubelet", "pod-resources", "kubelet.sock")); err != nil {
 		return err
 	}
-	c.mu.Lock()
-	c.procs = append(c.procs, p)
-	c.mu.Unlock()
 	// The kubelet reports the plugin's cards at its next status update.
 	return c.poll(ctx, time.Minute, func(ctx context.Context) (bool, error) {
 		node, err := c.kube.CoreV1().Nodes().Get(ctx, RealNodeName, metav1.GetOptions{})
@@ -224,14 +220,7 @@ func run(name string, args ...string) error {
 // switches the network namespace only: `ip netns exec` would also mount a
 // new /sys, hiding the cgroup v1 hierarchies runc needs.
 func (c *Cluster) inNetns(name, binary string, args ...string) error {
-	p, err := startProcess(c.logDir(), name, "nsenter", append([]string{"--net=/run/netns/" + realNetns, c.bin(binary)}, args...)...)
-	if err != nil {
-		return err
-	}
-	c.mu.Lock()
-	c.procs = append(c.procs, p)
-	c.mu.Unlock()
-	return nil
+	return c.startPath(name, "nsenter", append([]string{"--net=/run/netns/" + realNetns, c.bin(binary)}, args...)...)
 }
 
 // startContainerd runs containerd in the namespace with a root, state,
