@@ -12,7 +12,10 @@ import (
 
 func TestWriteFakeCards(t *testing.T) {
 	if os.Geteuid() != 0 {
-		t.Skip("mknod needs root; make test runs as root")
+		if os.Getenv("KILN_TESTS_MUST_RUN") != "" {
+			t.Fatal("mknod needs root, and KILN_TESTS_MUST_RUN says CI runs every test")
+		}
+		t.Skip("mknod needs root; .ci/run runs as root")
 	}
 	dir := t.TempDir()
 	devDir, specDir := filepath.Join(dir, "dev"), filepath.Join(dir, "cdi")

@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -22,6 +23,9 @@ import (
 func needRealNode(t *testing.T) {
 	t.Helper()
 	if realNodeSkip != "" {
+		if os.Getenv("KILN_TESTS_MUST_RUN") != "" {
+			t.Fatalf("KILN_TESTS_MUST_RUN, and %s", realNodeSkip)
+		}
 		t.Skip(realNodeSkip)
 	}
 }

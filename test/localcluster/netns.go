@@ -55,7 +55,7 @@ func listenIn(ns, addr string) (net.Listener, error) {
 		return nil, err
 	}
 	defer own.Close()
-	target, err := os.Open(filepath.Join("/run/netns", ns))
+	target, err := os.Open(filepath.Join(netnsDir, ns))
 	if err != nil {
 		runtime.UnlockOSThread()
 		return nil, err
@@ -113,20 +113,51 @@ func killShims(dir string) error {
 	return errors.Join(errs...)
 }
 
-// unmountUnder detaches every mount below dir, deepest first: the
-// containers' root filesystems, the Pods' network namespaces and volumes.
-func unmountUnder(dir string) error {
+// removeNetnsDir undoes what the first `ip netns add` did when there was
+// no /run/netns: the directory, bind-mounted on itself. Only while empty,
+// since another namespace there is someone else's.
+func removeNetnsDir() error {
+	entries, err := os.ReadDir(netnsDir)
+	if err != nil || len(entries) > 0 {
+		return nil
+	}
+	if mountedAt(netnsDir) {
+		if err := unix.Unmount(netnsDir, unix.MNT_DETACH); err != nil {
+			return fmt.Errorf("unmounting %s: %w", netnsDir, err)
+		}
+	}
+	return os.Remove(netnsDir)
+}
+
+// mountedAt says whether something is mounted at path.
+func mountedAt(path string) bool {
+	return slices.Contains(mountPoints(), path)
+}
+
+// mountPoints are the mount points of this mount namespace.
+func mountPoints() []string {
 	f, err := os.Open("/proc/self/mountinfo")
 	if err != nil {
-		return err
+		return nil
 	}
 	defer f.Close()
 	var points []string
 	s := bufio.NewScanner(f)
 	for s.Scan() {
-		fields := strings.Fields(s.Text())
-		if len(fields) > 4 && strings.HasPrefix(fields[4], dir+"/") {
+		if fields := strings.Fields(s.Text()); len(fields) > 4 {
 			points = append(points, fields[4])
+		}
+	}
+	return points
+}
+
+// unmountUnder detaches every mount below dir, deepest first: the
+// containers' root filesystems, the Pods' network namespaces and volumes.
+func unmountUnder(dir string) error {
+	var points []string
+	for _, p := range mountPoints() {
+		if strings.HasPrefix(p, dir+"/") {
+			points = append(points, p)
 		}
 	}
 	slices.SortFunc(points, func(a, b string) int { return len(b) - len(a) })

@@ -46,6 +46,8 @@ const (
 	// kubeletPort is the kubelet's inside the namespace, where no other
 	// kubelet listens.
 	kubeletPort = 10250
+	// netnsDir is where iproute2 names network namespaces.
+	netnsDir = "/run/netns"
 	// realShimDir holds the shims' sockets; containerd wants that path
 	// short (42 characters at most), so it is not under the cluster's dir.
 	realShimDir = "/run/kiln-real-0"
@@ -67,6 +69,9 @@ type realNode struct {
 	sysctls   map[string]string
 	// created are the hostPaths and kubepods cgroups that were not there.
 	created []string
+	// netnsDir says the first `ip netns add` made /run/netns, a shared
+	// bind mount of itself, which goes again once empty.
+	netnsDir bool
 }
 
 func (c *Cluster) realDir() string { return filepath.Join(c.Dir, "real-0") }
@@ -105,6 +110,9 @@ func (c *Cluster) startRealNode(ctx context.Context) error {
 		if err := os.MkdirAll(filepath.Join(n.dir, d), 0o755); err != nil {
 			return err
 		}
+	}
+	if _, err := os.Stat(netnsDir); errors.Is(err, os.ErrNotExist) {
+		n.netnsDir = true
 	}
 	if err := setupNetns(); err != nil {
 		return fmt.Errorf("network namespace %s: %w", realNetns, err)
@@ -202,7 +210,7 @@ func deleteNetns() error {
 	if _, err := net.InterfaceByName(realVethH); err == nil {
 		errs = append(errs, run("ip", "link", "del", realVethH))
 	}
-	if _, err := os.Stat(filepath.Join("/run/netns", realNetns)); err == nil {
+	if _, err := os.Stat(filepath.Join(netnsDir, realNetns)); err == nil {
 		errs = append(errs, run("ip", "netns", "del", realNetns))
 	}
 	return errors.Join(errs...)
@@ -220,7 +228,7 @@ func run(name string, args ...string) error {
 // switches the network namespace only: `ip netns exec` would also mount a
 // new /sys, hiding the cgroup v1 hierarchies runc needs.
 func (c *Cluster) inNetns(name, binary string, args ...string) error {
-	return c.startPath(name, "nsenter", append([]string{"--net=/run/netns/" + realNetns, c.bin(binary)}, args...)...)
+	return c.startPath(name, "nsenter", append([]string{"--net=" + filepath.Join(netnsDir, realNetns), c.bin(binary)}, args...)...)
 }
 
 // startContainerd runs containerd in the namespace with a root, state,
@@ -360,6 +368,9 @@ func (c *Cluster) stopRealNode() {
 	errs = append(errs, killShims(n.dir))
 	errs = append(errs, unmountUnder(n.dir))
 	errs = append(errs, deleteNetns())
+	if n.netnsDir {
+		errs = append(errs, removeNetnsDir())
+	}
 	errs = append(errs, os.RemoveAll(realShimDir))
 	for _, p := range n.created {
 		errs = append(errs, removeCreated(p))
@@ -400,7 +411,7 @@ func RealNodeUnsupported() string {
 // RealNodeLeftovers reports what a stopped real node left on the host.
 func RealNodeLeftovers() error {
 	var errs []error
-	if _, err := os.Stat(filepath.Join("/run/netns", realNetns)); err == nil {
+	if _, err := os.Stat(filepath.Join(netnsDir, realNetns)); err == nil {
 		errs = append(errs, fmt.Errorf("network namespace %s", realNetns))
 	}
 	if _, err := net.InterfaceByName(realVethH); err == nil {
@@ -408,6 +419,11 @@ func RealNodeLeftovers() error {
 	}
 	if _, err := os.Stat(realShimDir); err == nil {
 		errs = append(errs, fmt.Errorf("directory %s", realShimDir))
+	}
+	if mountedAt(netnsDir) {
+		if entries, err := os.ReadDir(netnsDir); err == nil && len(entries) == 0 {
+			errs = append(errs, fmt.Errorf("the empty mount of %s", netnsDir))
+		}
 	}
 	return errors.Join(errs...)
 }
