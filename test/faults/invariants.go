@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -91,14 +92,34 @@ func (b *budgetSampler) sample(ctx context.Context, ns, name string) {
 	defer b.mu.Unlock()
 	b.samples++
 	b.maxRunning = max(b.maxRunning, running)
+	at := time.Now().Format("15:04:05.000")
 	if running > b.hard {
 		b.overHard++
-		b.detail = append(b.detail, fmt.Sprintf("%s: %d cards run, Budget hard is %d", ns, running, b.hard))
+		b.detail = append(b.detail, fmt.Sprintf("%s %s: %d cards run, Budget hard is %d; %s", at, ns, running, b.hard, cardPods(pods.Items)))
 	}
 	if ok1 && ok2 && running > max(before, after) {
 		b.belowRuns++
-		b.detail = append(b.detail, fmt.Sprintf("%s: %d cards run, Budget used was %d then %d", ns, running, before, after))
+		b.detail = append(b.detail, fmt.Sprintf("%s %s: %d cards run, Budget used was %d then %d; %s", at, ns, running, before, after, cardPods(pods.Items)))
 	}
+}
+
+// cardPods names the Pods runningCards counts, so an over-commit in the
+// report says which Pods ran.
+func cardPods(pods []corev1.Pod) string {
+	var names []string
+	for _, p := range pods {
+		n := runningCards([]corev1.Pod{p})
+		if n == 0 {
+			continue
+		}
+		s := fmt.Sprintf("%s(%d on %s, %s", p.Name, n, p.Spec.NodeName, p.Status.Phase)
+		if p.DeletionTimestamp != nil {
+			s += ", deleting"
+		}
+		names = append(names, s+")")
+	}
+	sort.Strings(names)
+	return strings.Join(names, " ")
 }
 
 func (b *budgetSampler) overCommits() (int, []string) {

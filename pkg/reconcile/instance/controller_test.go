@@ -446,10 +446,15 @@ func TestSyncStopped(t *testing.T) {
 	for _, tc := range []struct {
 		name      string
 		withPod   bool
+		unseenPod bool
 		wantPhase v1alpha1.InstancePhase
 	}{
-		{"the owned Pod is deleted, the Service kept", true, v1alpha1.InstanceStopping},
-		{"without a Pod it is stopped", false, v1alpha1.InstanceStopped},
+		{"the owned Pod is deleted, the Service kept", true, false, v1alpha1.InstanceStopping},
+		{"without a Pod it is stopped", false, false, v1alpha1.InstanceStopped},
+		// Stopped releases its cards: a Pod the informer has not seen yet
+		// (created moments ago, or by a create that timed out but was
+		// stored) would run uncharged.
+		{"a Pod only the API server has seen is deleted before it is stopped", false, true, v1alpha1.InstanceStopping},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			inst := running()
@@ -459,10 +464,15 @@ func TestSyncStopped(t *testing.T) {
 				objs = append(objs, readyPod(t, inst))
 			}
 			f := newFixture(t, Options{}, objs...)
+			if tc.unseenPod {
+				if err := f.kube.Tracker().Add(readyPod(t, inst)); err != nil {
+					t.Fatal(err)
+				}
+			}
 			f.sync()
 
 			var want []types.UID
-			if tc.withPod {
+			if tc.withPod || tc.unseenPod {
 				want = []types.UID{"pod-1"}
 			}
 			if diff := cmp.Diff(want, f.deletes("pods")); diff != "" {

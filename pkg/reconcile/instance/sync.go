@@ -88,6 +88,13 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) (time.Durat
 			return 0, err
 		}
 	}
+	if o.inst.Spec.Stopped && o.pod == nil && !stoppedAt(o.inst) {
+		// Stopped releases the Instance's cards from its Budgets, so the
+		// cache's word that no Pod runs is checked with the API server.
+		if o.pod, err = c.livePod(ctx, o.inst); err != nil {
+			return 0, err
+		}
+	}
 	after, err := c.syncWorkload(ctx, &o, t)
 	if err != nil {
 		return 0, err
@@ -442,14 +449,9 @@ func (c *Controller) finalize(ctx context.Context, inst *v1alpha1.Instance, pod 
 		return after, nil
 	}
 	// The Instance's charge goes with the finalizer, so the cache's word
-	// that no Pod runs is checked with the API server: a Pod created
-	// moments ago may not have reached the informer yet.
-	live, err := c.kube.CoreV1().Pods(inst.Namespace).Get(ctx, inst.Name, metav1.GetOptions{})
-	switch {
-	case err == nil && ownedBy(live, inst):
+	// that no Pod runs is checked with the API server.
+	if live, err := c.livePod(ctx, inst); err != nil || live != nil {
 		// Its add event, and then its deletion, wake us.
-		return 0, nil
-	case err != nil && !apierrors.IsNotFound(err):
 		return 0, err
 	}
 	// A JSON patch with a test takes off exactly our finalizer, without a
@@ -464,6 +466,30 @@ func (c *Controller) finalize(ctx context.Context, inst *v1alpha1.Instance, pod 
 	_, err = c.kiln.GpuV1alpha1().Instances(inst.Namespace).Patch(ctx, inst.Name, types.JSONPatchType, patch, metav1.PatchOptions{FieldManager: ManagedBy})
 	c.clearFailures(inst)
 	return 0, client404(err)
+}
+
+// livePod reads the Instance's Pod from the API server, for when the
+// cache has none and a charge is released on that word: a Pod created
+// moments ago, or whose create timed out but was stored, may not have
+// reached the informer yet. Nil when there is none, or it is not the
+// Instance's.
+func (c *Controller) livePod(ctx context.Context, inst *v1alpha1.Instance) (*corev1.Pod, error) {
+	live, err := c.kube.CoreV1().Pods(inst.Namespace).Get(ctx, inst.Name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil, nil
+	case err != nil:
+		return nil, err
+	case !ownedBy(live, inst):
+		return nil, nil
+	}
+	return live, nil
+}
+
+// stoppedAt says the Instance's status already reports it Stopped at its
+// generation: its cards were released, and nothing runs for it.
+func stoppedAt(inst *v1alpha1.Instance) bool {
+	return inst.Status.Phase == v1alpha1.InstanceStopped && inst.Status.ObservedGeneration == inst.Generation
 }
 
 // deletePod deletes exactly the Pod that was looked at: the UID
