@@ -89,15 +89,18 @@ $(BIN)/cni/%: $(CNI_DIR)/%
 	cp $< $@
 
 # The images the real node runs, written without Docker (test/images):
-# the pause image of sandboxes and Claim holders, and a shell image.
-NODE_IMAGES := $(OUTPUT)/images/pause.tar $(OUTPUT)/images/workload.tar
+# the pause image of sandboxes and Claim holders, a shell image, and the
+# tests' SSH sidecar.
+NODE_IMAGES := $(OUTPUT)/images/pause.tar $(OUTPUT)/images/workload.tar $(OUTPUT)/images/ssh.tar
 
 node-images: $(NODE_IMAGES)
 
-$(NODE_IMAGES) &: $(wildcard test/images/*.go test/cmd/kiln-images/*.go test/cmd/pause/*.go) test/go.mod test/go.sum | node-packages
+$(NODE_IMAGES) &: $(wildcard test/images/*.go test/cmd/kiln-images/*.go test/cmd/pause/*.go test/cmd/sshd/*.go) test/go.mod test/go.sum | node-packages
 	@mkdir -p $(OUTPUT)/images
 	cd test && CGO_ENABLED=0 go build -trimpath -o $(abspath $(OUTPUT)/images/pause) ./cmd/pause
-	cd test && go run ./cmd/kiln-images -out $(abspath $(OUTPUT)/images) -pause $(abspath $(OUTPUT)/images/pause) -busybox /bin/busybox
+	cd test && CGO_ENABLED=0 go build -trimpath -o $(abspath $(OUTPUT)/images/sshd) ./cmd/sshd
+	cd test && go run ./cmd/kiln-images -out $(abspath $(OUTPUT)/images) \
+		-pause $(abspath $(OUTPUT)/images/pause) -sshd $(abspath $(OUTPUT)/images/sshd) -busybox /bin/busybox
 
 # Versioned copies stay, so a clean of _output/bin does not rebuild them.
 .PRECIOUS: $(CONTAINERD_DIR)/% $(CNI_DIR)/%

@@ -2,14 +2,21 @@ package e2e
 
 import (
 	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/pem"
 	"fmt"
+	"maps"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"golang.org/x/crypto/ssh"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
@@ -304,4 +311,281 @@ func TestClaimOnRealNode(t *testing.T) {
 	if _, uuids := cardsSeen(t, ns, "on-claim"); !slices.Equal(uuids, claimed) {
 		t.Errorf("NVIDIA_VISIBLE_DEVICES %v, want the Claim's %v", uuids, claimed)
 	}
+}
+
+// mainContainer is the running container of an Instance's Pod: its ID and
+// restart count as the kubelet reports them.
+func mainContainer(t *testing.T, ns, name string) (id string, restarts int32) {
+	t.Helper()
+	kube, _ := adminClients(t)
+	pod := waitFor(t, "pod "+name+"'s container running", time.Minute,
+		func(ctx context.Context) (*corev1.Pod, error) {
+			return kube.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+		},
+		func(p *corev1.Pod) bool {
+			cs := p.Status.ContainerStatuses
+			return len(cs) > 0 && cs[0].State.Running != nil && cs[0].ContainerID != ""
+		},
+		func(p *corev1.Pod) any { return p.Status.ContainerStatuses })
+	cs := pod.Status.ContainerStatuses[0]
+	return cs.ContainerID, cs.RestartCount
+}
+
+// heldBy is who NodeDevices says holds each of real-0's cards: the
+// holder's Pod UID by device UUID.
+func heldBy(nd *gpuv1.NodeDevices) map[string]string {
+	out := map[string]string{}
+	for _, d := range nd.Status.Devices {
+		if d.Holder != nil {
+			out[d.UUID] = string(d.Holder.PodUID)
+		}
+	}
+	return out
+}
+
+// TestRealNodeRestarts: restarting the kubelet keeps the running
+// containers and their cards, the device plugin registers with the new
+// kubelet, and a new Instance gets a free card through it. Restarting the
+// node agent with its NodeDevices deleted meanwhile rebuilds every holder
+// from the kubelet's PodResources, the only place left that knows them.
+func TestRealNodeRestarts(t *testing.T) {
+	needRealNode(t)
+	ns := "e2e-realrestart"
+	controllerNamespace(t, ns)
+	typ := realCardType(t, ns)
+	waitRealCardsFree(t)
+	kube, _ := adminClients(t)
+	kiln := kilnAdmin(t)
+	mustKubectl(t, tenant(tenantA), listingInstance("steady", ns, typ, "  resources: {accelerators: 1}\n"), "apply", "-f", "-")
+	steady := waitInstance(t, ns, "steady", 2*time.Minute, "Ready on real-0 with a card", readyOnRealNode(1))
+	container, restarts := mainContainer(t, ns, "steady")
+
+	restarted := time.Now()
+	if _, err := cluster.Restart("kubelet", nil); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, localcluster.RealNodeName+" Ready again, with its 4 cards allocatable", time.Minute,
+		func(ctx context.Context) (*corev1.Node, error) {
+			return kube.CoreV1().Nodes().Get(ctx, localcluster.RealNodeName, metav1.GetOptions{})
+		},
+		func(n *corev1.Node) bool {
+			cards := n.Status.Allocatable[localcluster.ResourceGPU]
+			for _, c := range n.Status.Conditions {
+				if c.Type == corev1.NodeReady {
+					return c.Status == corev1.ConditionTrue && c.LastHeartbeatTime.After(restarted) && cards.Value() == 4
+				}
+			}
+			return false
+		},
+		func(n *corev1.Node) any { return n.Status })
+	mustKubectl(t, tenant(tenantA), listingInstance("after", ns, typ, "  resources: {accelerators: 1}\n"), "apply", "-f", "-")
+	after := waitInstance(t, ns, "after", 2*time.Minute, "Ready on real-0 with a card", readyOnRealNode(1))
+	if a, s := after.Status.Allocations[0].Device, steady.Status.Allocations[0].Device; a == s {
+		t.Errorf("after the kubelet restart, the new Instance got %s, which steady holds", a)
+	}
+	wantDev, _ := allocated(after)
+	if dev, _ := cardsSeen(t, ns, "after"); !slices.Equal(dev, wantDev) {
+		t.Errorf("after: /dev %v, want its allocated %v", dev, wantDev)
+	}
+	if id, n := mainContainer(t, ns, "steady"); id != container || n != restarts {
+		t.Errorf("steady's container after the kubelet restart: %s (restarts %d), want the same %s (restarts %d)", id, n, container, restarts)
+	}
+	if got := waitInstance(t, ns, "steady", 10*time.Second, "still Ready", readyOnRealNode(1)); got.Status.Allocations[0].Device != steady.Status.Allocations[0].Device {
+		t.Errorf("steady's allocation moved from %s to %s", steady.Status.Allocations[0].Device, got.Status.Allocations[0].Device)
+	}
+
+	pods := map[string]string{}
+	for _, name := range []string{"steady", "after"} {
+		p, err := kube.CoreV1().Pods(ns).Get(context.Background(), name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		inst := waitInstance(t, ns, name, 10*time.Second, "Ready", readyOnRealNode(1))
+		pods[inst.Status.Allocations[0].Device] = string(p.UID)
+	}
+	if _, err := cluster.Restart("node-agent-"+localcluster.RealNodeName, func() error {
+		return kiln.GpuV1alpha1().NodeDevices().Delete(context.Background(), localcluster.RealNodeName, metav1.DeleteOptions{})
+	}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "NodeDevices "+localcluster.RealNodeName+" with both holders again", time.Minute,
+		func(ctx context.Context) (map[string]string, error) {
+			nd, err := kiln.GpuV1alpha1().NodeDevices().Get(ctx, localcluster.RealNodeName, metav1.GetOptions{})
+			if err != nil {
+				return nil, err
+			}
+			return heldBy(nd), nil
+		},
+		func(held map[string]string) bool { return maps.Equal(held, pods) },
+		func(held map[string]string) any { return fmt.Sprintf("held %v, want %v", held, pods) })
+}
+
+// TestRealNodeUnhealthyCard: a card the inventory marks unhealthy leaves
+// the kubelet's allocatable, the Instance holding it says so with a
+// condition and an Event, and no container started afterwards gets it.
+func TestRealNodeUnhealthyCard(t *testing.T) {
+	needRealNode(t)
+	ns := "e2e-realsick"
+	controllerNamespace(t, ns)
+	typ := realCardType(t, ns)
+	waitRealCardsFree(t)
+	kube, _ := adminClients(t)
+	mustKubectl(t, tenant(tenantA), listingInstance("sick", ns, typ, "  resources: {accelerators: 1}\n"), "apply", "-f", "-")
+	failed := waitInstance(t, ns, "sick", 2*time.Minute, "Ready on real-0 with a card", readyOnRealNode(1)).Status.Allocations[0].Device
+	if err := cluster.SetDeviceHealth(localcluster.RealNodeName, failed, "XID 79: fell off the bus"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cluster.SetDeviceHealth(localcluster.RealNodeName, failed, "") })
+	waitFor(t, "the kubelet's allocatable one card lower", time.Minute,
+		func(ctx context.Context) (*corev1.Node, error) {
+			return kube.CoreV1().Nodes().Get(ctx, localcluster.RealNodeName, metav1.GetOptions{})
+		},
+		func(n *corev1.Node) bool {
+			cards, capacity := n.Status.Allocatable[localcluster.ResourceGPU], n.Status.Capacity[localcluster.ResourceGPU]
+			return cards.Value() == 3 && capacity.Value() == 4
+		},
+		func(n *corev1.Node) any { return n.Status.Allocatable })
+	waitInstance(t, ns, "sick", 30*time.Second, "DeviceHealthy=False naming the device", func(i *gpuv1.Instance) bool {
+		c := meta.FindStatusCondition(i.Status.Conditions, gpuv1.InstanceConditionDeviceHealthy)
+		return c != nil && c.Status == metav1.ConditionFalse && strings.Contains(c.Message, "device "+failed)
+	})
+	events := mustKubectl(t, tenant(tenantA), "", "get", "events", "-n", ns, "--field-selector=involvedObject.name=sick,reason=DeviceUnhealthy", "-o=jsonpath={.items[*].message}")
+	if !strings.Contains(events, failed) {
+		t.Errorf("no DeviceUnhealthy Event naming %s: %q", failed, events)
+	}
+	// The three healthy cards go to three new containers; the failed one
+	// to none, although its Instance stops and frees it.
+	mustKubectlGPU(t, tenant(tenantA), "stop", "sick", "-n", ns)
+	mustKubectl(t, tenant(tenantA), listingInstance("rest", ns, typ, "  resources: {accelerators: 3}\n"), "apply", "-f", "-")
+	rest := waitInstance(t, ns, "rest", 2*time.Minute, "Ready on real-0 with three cards", readyOnRealNode(3))
+	_, uuids := cardsSeen(t, ns, "rest")
+	if slices.Contains(uuids, failed) {
+		t.Errorf("rest sees the failed %s: %v", failed, uuids)
+	}
+	if _, want := allocated(rest); !slices.Equal(uuids, want) {
+		t.Errorf("rest sees %v, was allocated %v", uuids, want)
+	}
+	mustKubectl(t, tenant(tenantA), listingInstance("more", ns, typ, "  resources: {accelerators: 1}\n"), "apply", "-f", "-")
+	waitInstance(t, ns, "more", time.Minute, "Pending: the only card left is the failed one", func(i *gpuv1.Instance) bool {
+		return i.Status.Phase == gpuv1.InstancePending && strings.Contains(i.Status.Message, "Insufficient nvidia.com/gpu")
+	})
+}
+
+// sshKey writes a new private key for ssh -i and returns its file and the
+// authorized_keys line of its public half.
+func sshKey(t *testing.T) (file, authorized string) {
+	t.Helper()
+	pub, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	block, err := ssh.MarshalPrivateKey(priv, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	file = filepath.Join(t.TempDir(), "id_ed25519")
+	if err := os.WriteFile(file, pem.EncodeToMemory(block), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	key, err := ssh.NewPublicKey(pub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return file, string(ssh.MarshalAuthorizedKey(key))
+}
+
+// sshEcho runs `echo ok` in the Instance's SSH sidecar through
+// `kubectl gpu ssh --exec`: real ssh, to the node port on real-0's
+// address, which kube-proxy forwards to the Pod. The sidecar's host key
+// is new with every container, so it is not checked.
+// Ready says the Pod is; the node port forwards once kube-proxy has seen
+// its endpoint, a moment later, so the first tries may be refused.
+func sshEcho(t *testing.T, ns, name, key string) {
+	t.Helper()
+	waitFor(t, "ssh "+name+" echo ok", time.Minute,
+		func(context.Context) (string, error) {
+			out, stderr, err := kubectlGPU(t, tenant(tenantA), "ssh", name, "-n", ns, "--exec", "-i", key, "--",
+				"-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null", "-o", "BatchMode=yes", "-o", "ConnectTimeout=10",
+				"echo", "ok")
+			if err != nil {
+				return fmt.Sprintf("%q %q %v", out, stderr, err), nil
+			}
+			return strings.TrimSpace(out), nil
+		},
+		func(out string) bool { return out == "ok" },
+		func(out string) any { return out + "\n" + cluster.RealNodeRules() })
+}
+
+// podContainers is the containerd IDs of a Pod's containers.
+func podContainers(t *testing.T, ns, name string) []string {
+	t.Helper()
+	kube, _ := adminClients(t)
+	p, err := kube.CoreV1().Pods(ns).Get(context.Background(), name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, cs := range p.Status.ContainerStatuses {
+		ids = append(ids, strings.TrimPrefix(cs.ContainerID, "containerd://"))
+	}
+	return ids
+}
+
+// TestSSHOnRealNode: `kubectl gpu ssh --exec` reaches an Instance's SSH
+// sidecar through its real node port; a stop with --wait ends its
+// containers' processes and frees its card; a start with --wait brings it
+// back on the same node port.
+func TestSSHOnRealNode(t *testing.T) {
+	needRealNode(t)
+	ns := "e2e-realssh"
+	controllerNamespace(t, ns)
+	typ := realCardType(t, ns)
+	waitRealCardsFree(t)
+	key, authorized := sshKey(t)
+	mustKubectl(t, tenant(tenantA), "", "create", "secret", "generic", "keys", "-n", ns, "--from-literal=authorized_keys="+authorized)
+	mustKubectl(t, tenant(tenantA), listingInstance("box", ns, typ,
+		"  resources: {accelerators: 1}\n  ssh: {authorizedKeysSecret: keys}\n  ports: [{name: ssh, port: 22}]\n"), "apply", "-f", "-")
+	inst := waitInstance(t, ns, "box", 2*time.Minute, "Ready on real-0 with a card and a node port", func(i *gpuv1.Instance) bool {
+		return readyOnRealNode(1)(i) && len(i.Status.Ports) == 1 && i.Status.Ports[0].NodePort != 0
+	})
+	nodePort := inst.Status.Ports[0].NodePort
+	sshEcho(t, ns, "box", key)
+
+	containers := podContainers(t, ns, "box")
+	tasks, err := cluster.RealNodeTasks()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range containers {
+		if _, ok := tasks[id]; !ok {
+			t.Fatalf("container %s of box is not running on real-0: %v", id, tasks)
+		}
+	}
+	mustKubectlGPU(t, tenant(tenantA), "stop", "box", "-n", ns, "--wait")
+	if tasks, err = cluster.RealNodeTasks(); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range containers {
+		if pid, ok := tasks[id]; ok {
+			t.Errorf("after stop --wait, container %s of box still runs as PID %d", id, pid)
+		}
+	}
+	waitRealCardsFree(t)
+	waitFor(t, "NodeDevices "+localcluster.RealNodeName+" with no holder", 30*time.Second,
+		func(ctx context.Context) (map[string]string, error) {
+			nd, err := kilnAdmin(t).GpuV1alpha1().NodeDevices().Get(ctx, localcluster.RealNodeName, metav1.GetOptions{})
+			if err != nil {
+				return nil, err
+			}
+			return heldBy(nd), nil
+		},
+		func(held map[string]string) bool { return len(held) == 0 },
+		func(held map[string]string) any { return held })
+
+	mustKubectlGPU(t, tenant(tenantA), "start", "box", "-n", ns, "--wait")
+	inst = waitInstance(t, ns, "box", 2*time.Minute, "Ready again", readyOnRealNode(1))
+	if got := inst.Status.Ports[0].NodePort; got != nodePort {
+		t.Errorf("node port %d after start, want %d as before", got, nodePort)
+	}
+	sshEcho(t, ns, "box", key)
 }

@@ -26,6 +26,7 @@ import (
 const (
 	PauseImage    = "kiln.local/pause:1"
 	WorkloadImage = "kiln.local/workload:1"
+	SSHImage      = "kiln.local/ssh:1"
 )
 
 // File is one entry of an image's only layer: a regular file copied from
@@ -74,6 +75,16 @@ func Workload(busybox string) Spec {
 		Files: files,
 		Cmd:   []string{"/bin/sh"},
 	}
+}
+
+// SSH is the tests' SSH sidecar: test/cmd/sshd, with the workload image's
+// shell for the commands it runs.
+func SSH(sshd, busybox string) Spec {
+	s := Workload(busybox)
+	s.Name = SSHImage
+	s.Files = append(s.Files, File{Path: "sshd", Mode: 0o755, Source: sshd})
+	s.Entrypoint, s.Cmd = []string{"/sshd"}, nil
+	return s
 }
 
 // layer is the tar of the spec's files, in name order, with zero times

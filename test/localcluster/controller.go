@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strconv"
 	"time"
+
+	"kiln.dev/kiln/test/images"
 )
 
 const controllerServiceAccount = "kiln-controller"
@@ -31,7 +33,8 @@ func (c *Cluster) startController(ctx context.Context) error {
 		"--leader-elect-lease-duration=4s",
 		"--leader-elect-renew-deadline=3s",
 		"--leader-elect-retry-period=500ms",
-		"--ssh-image=kiln-ssh:local",
+		// The tests' sidecar, which real-0 has; kwok runs any name.
+		"--ssh-image=" + images.SSHImage,
 	}, c.opts.ControllerFlags...)
 	if err := c.start("kiln-controller", args...); err != nil {
 		return err

@@ -74,13 +74,14 @@ func (n NodeSpec) Inventory() deviceplugin.Inventory {
 	return inv
 }
 
-// InventoryFile is the inventory a simulated node's agent reads; edit a
-// device's "unhealthy" there to fail it (SetDeviceHealth).
+// InventoryFile is the inventory a node's agent reads, a simulated node's
+// or real-0's; edit a device's "unhealthy" there to fail it
+// (SetDeviceHealth).
 func (c *Cluster) InventoryFile(node string) string {
 	return filepath.Join(c.Dir, "node-agents", node+".yaml")
 }
 
-// SetDeviceHealth fails a device of a simulated node (reason non-empty)
+// SetDeviceHealth fails a device of a node (reason non-empty)
 // or heals it, as NVML reporting an XID would.
 func (c *Cluster) SetDeviceHealth(node, device, reason string) error {
 	path := c.InventoryFile(node)

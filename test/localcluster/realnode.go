@@ -126,6 +126,9 @@ func (c *Cluster) startRealNode(ctx context.Context) error {
 	if err := c.startKubelet(n); err != nil {
 		return err
 	}
+	if err := c.startKubeProxy(n); err != nil {
+		return err
+	}
 	if err := c.poll(ctx, time.Minute, func(ctx context.Context) (bool, error) {
 		node, err := c.kube.CoreV1().Nodes().Get(ctx, RealNodeName, metav1.GetOptions{})
 		return err == nil && NodeReady(node), nil
@@ -150,7 +153,11 @@ const ProductFake = "Kiln-Fake-Card"
 // its fake cards given to containers by CDI. It runs in the host's network
 // namespace; the kubelet's sockets are files.
 func (c *Cluster) startRealNodeAgent(ctx context.Context, n *realNode) error {
-	inventory := filepath.Join(n.dir, "inventory.yaml")
+	// Where SetDeviceHealth edits it, as for the simulated nodes.
+	inventory := c.InventoryFile(RealNodeName)
+	if err := os.MkdirAll(filepath.Dir(inventory), 0o755); err != nil {
+		return err
+	}
 	if err := writeYAML(inventory, realCards.Inventory()); err != nil {
 		return err
 	}
@@ -287,7 +294,9 @@ disabled_plugins = ['io.containerd.nri.v1.nri']
 	}); err != nil {
 		return fmt.Errorf("containerd: %w", err)
 	}
-	for _, img := range []struct{ name, file string }{{images.PauseImage, "pause.tar"}, {images.WorkloadImage, "workload.tar"}} {
+	for _, img := range []struct{ name, file string }{
+		{images.PauseImage, "pause.tar"}, {images.WorkloadImage, "workload.tar"}, {images.SSHImage, "ssh.tar"},
+	} {
 		tar := filepath.Join(c.opts.ImageDir, img.file)
 		if err := run(c.bin("ctr"), "-a", c.containerdSocket(), "-n", "k8s.io", "images", "import", tar); err != nil {
 			return fmt.Errorf("importing %s (make node-images writes it): %w", tar, err)
@@ -350,6 +359,74 @@ registerNode: true
 		"--node-labels="+LabelRealNode+"=true,"+labelList(realCards.Labels),
 		"--register-with-taints="+LabelRealNode+"=true:NoSchedule",
 	)
+}
+
+// startKubeProxy runs kube-proxy in the namespace, so the node ports of
+// Instances on real-0 forward to their Pods there. Host-wide settings are
+// left alone: the conntrack table and timeouts are not resized, and node
+// ports listen on the node's address only, not on a loopback.
+func (c *Cluster) startKubeProxy(n *realNode) error {
+	kc, err := c.componentKubeconfig("kube-proxy-"+RealNodeName, "system:kube-proxy")
+	if err != nil {
+		return err
+	}
+	config := fmt.Sprintf(`apiVersion: kubeproxy.config.k8s.io/v1alpha1
+kind: KubeProxyConfiguration
+clientConnection: {kubeconfig: %[1]q}
+hostnameOverride: %[2]s
+mode: iptables
+clusterCIDR: %[3]s
+nodePortAddresses: [%[4]s/32]
+bindAddress: %[4]s
+healthzBindAddress: 127.0.0.1:10256
+metricsBindAddress: 127.0.0.1:10249
+conntrack:
+  maxPerCore: 0
+  min: 0
+  tcpEstablishedTimeout: 0s
+  tcpCloseWaitTimeout: 0s
+  udpTimeout: 0s
+  udpStreamTimeout: 0s
+`, kc, RealNodeName, realPodCIDR, realNodeIP)
+	file := filepath.Join(n.dir, "kube-proxy.yaml")
+	if err := os.WriteFile(file, []byte(config), 0o644); err != nil {
+		return err
+	}
+	return c.inNetns("kube-proxy", "kube-proxy", "--config="+file)
+}
+
+// RealNodeTasks lists what runs in containerd on real-0: the process ID of
+// each running container, by the ID a Pod's status names after
+// "containerd://". A container whose process has ended is not listed.
+func (c *Cluster) RealNodeTasks() (map[string]int, error) {
+	out, err := exec.Command(c.bin("ctr"), "-a", c.containerdSocket(), "-n", "k8s.io", "tasks", "ls").Output()
+	if err != nil {
+		return nil, fmt.Errorf("ctr tasks ls: %w", err)
+	}
+	tasks := map[string]int{}
+	for _, line := range strings.Split(string(out), "\n")[1:] {
+		// TASK PID STATUS
+		f := strings.Fields(line)
+		if len(f) != 3 || f[2] != "RUNNING" {
+			continue
+		}
+		pid, err := strconv.Atoi(f[1])
+		if err != nil {
+			return nil, fmt.Errorf("ctr tasks ls: %q", line)
+		}
+		tasks[f[0]] = pid
+	}
+	return tasks, nil
+}
+
+// RealNodeRules is the iptables rules of real-0's namespace, kube-proxy's
+// among them, for a test to show when a node port does not answer.
+func (c *Cluster) RealNodeRules() string {
+	out, err := exec.Command("nsenter", "--net="+filepath.Join(netnsDir, realNetns), "iptables-save").CombinedOutput()
+	if err != nil {
+		return fmt.Sprintf("iptables-save in %s: %v: %s", realNetns, err, out)
+	}
+	return string(out)
 }
 
 // stopRealNode takes down what startRealNode set up, once its processes

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"time"
 )
 
@@ -97,6 +98,38 @@ func (c *Cluster) Kill(name string) (pid int, err error) {
 	}
 	<-p.done
 	return pid, nil
+}
+
+// Restart stops the component of that name as an operator's restart
+// would (SIGTERM, then SIGKILL after a grace period), runs meanwhile (if
+// not nil) while it is down, and starts it again with the same arguments.
+// It returns the new PID.
+func (c *Cluster) Restart(name string, meanwhile func() error) (pid int, err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	i := slices.IndexFunc(c.procs, func(p *process) bool { return p.name == name })
+	if i < 0 {
+		return 0, fmt.Errorf("the launcher started no %s", name)
+	}
+	p := c.procs[i]
+	if err := p.stop(15 * time.Second); err != nil {
+		return 0, fmt.Errorf("stopping %s: %w", name, err)
+	}
+	if meanwhile != nil {
+		if err := meanwhile(); err != nil {
+			err = fmt.Errorf("while %s was down: %w", name, err)
+			if n, startErr := p.restart(); startErr == nil {
+				c.procs[i] = n
+			}
+			return 0, err
+		}
+	}
+	n, err := p.restart()
+	if err != nil {
+		return 0, err
+	}
+	c.procs[i] = n
+	return n.cmd.Process.Pid, nil
 }
 
 // Restarts is how often Supervise has started the component of that name

@@ -1,7 +1,8 @@
 // Command kiln-images writes the OCI images the real node runs, without
 // Docker or a registry: the pause image of Pod sandboxes and Claim holders,
-// and a workload image with a shell and coreutils (busybox). Each is an
-// image tarball under -out, which the launcher imports into containerd.
+// a workload image with a shell and coreutils (busybox), and the tests'
+// SSH sidecar. Each is an image tarball under -out, which the launcher
+// imports into containerd.
 //
 // The same inputs give the same digests: files are written in name order,
 // with zero times and owners, and the image carries no creation time.
@@ -20,9 +21,10 @@ func main() {
 	out := flag.String("out", "_output/images", "directory to write the image tarballs to")
 	pause := flag.String("pause", "", "the static pause binary")
 	busybox := flag.String("busybox", "", "a static busybox binary")
+	sshd := flag.String("sshd", "", "the static sshd of test/cmd/sshd")
 	flag.Parse()
-	if *pause == "" || *busybox == "" {
-		fmt.Fprintln(os.Stderr, "kiln-images: -pause and -busybox are required")
+	if *pause == "" || *busybox == "" || *sshd == "" {
+		fmt.Fprintln(os.Stderr, "kiln-images: -pause, -busybox and -sshd are required")
 		os.Exit(2)
 	}
 	if err := os.MkdirAll(*out, 0o755); err != nil {
@@ -35,6 +37,7 @@ func main() {
 	}{
 		{images.Pause(*pause), "pause.tar"},
 		{images.Workload(*busybox), "workload.tar"},
+		{images.SSH(*sshd, *busybox), "ssh.tar"},
 	} {
 		digest, err := images.Write(filepath.Join(*out, img.file), img.spec)
 		if err != nil {
