@@ -181,9 +181,11 @@ integration:
 	go test -count=1 -tags=integration $(addprefix ./,$(INTEGRATION_PKGS))
 
 # End-to-end tests: test/e2e starts one local control plane for all its
-# tests; test/cmd/kiln-up runs `make up` and `make down` themselves.
+# tests; test/cmd/kiln-up runs `make up` and `make down` themselves, after
+# the rest, since both clusters run real-0 and a machine has one.
 e2e: control-plane build node $(BIN)/kiln-up
-	cd test && go test -count=1 -timeout=40m $$(go list ./... | grep -v '/test/faults$$')
+	cd test && go test -count=1 -timeout=40m $$(go list ./... | grep -v -e '/test/faults$$' -e '/test/cmd/kiln-up$$')
+	cd test && go test -count=1 -timeout=20m ./cmd/kiln-up/
 	cd test && go test -count=1 -run='^(TestObjectModel|TestClassify)$$' ./faults/
 
 # The fault suite (test/faults): a local cluster with a 3-member etcd and
@@ -201,9 +203,13 @@ faults: control-plane build
 # FRESH=1 (or `make clean-local` first) discards it; FRESH=0 does not.
 # KILN_REPLICAS=2 runs two kiln-apiservers behind the APIService's port,
 # ETCD_MEMBERS=3 a three-member etcd; a resume needs the same ETCD_MEMBERS.
-# The launcher's PID is in LOCAL_DIR.pid.
+# The launcher's PID is in LOCAL_DIR.pid. REAL_NODE=1, the default for
+# root, adds real-0, a real kubelet with containerd and runc (make node,
+# make node-images); REAL_NODE=0 simulates every node.
 LOCAL_DIR := $(OUTPUT)/local
 FRESH ?=
+REAL_NODE ?= $(if $(filter 0,$(shell id -u)),1,0)
+REAL_NODE_ON := $(filter 1 true yes,$(REAL_NODE))
 
 # Create-to-Ready of 200 and 1,000 Instances next to bare Pod+Service
 # creates, 100 Claims to Bound with Instances on them next to Instances
@@ -239,9 +245,10 @@ bench-api: control-plane build $(BIN)/bench-api $(CONTROLLER_GEN)
 		--controller-gen=$(CONTROLLER_GEN) --admission-bench=$(OUTPUT)/bench-api-admission.txt \
 		--docs=docs/benchmarks.md $(BENCH_API_FLAGS)
 
-up: control-plane build $(BIN)/kiln-up
+up: control-plane build $(BIN)/kiln-up $(if $(REAL_NODE_ON),node)
 	$(BIN)/kiln-up --dir=$(LOCAL_DIR) --bin-dir=$(BIN) --repo-root=. $(if $(filter 1 true yes,$(FRESH)),--fresh) \
-		$(if $(KILN_REPLICAS),--kiln-replicas=$(KILN_REPLICAS)) $(if $(ETCD_MEMBERS),--etcd-members=$(ETCD_MEMBERS))
+		$(if $(KILN_REPLICAS),--kiln-replicas=$(KILN_REPLICAS)) $(if $(ETCD_MEMBERS),--etcd-members=$(ETCD_MEMBERS)) \
+		--real-node=$(if $(REAL_NODE_ON),true,false) --image-dir=$(OUTPUT)/images
 
 # Signals the launcher `make up` started, by the PID it recorded; the
 # launcher then stops the components it started, and nothing else.

@@ -186,7 +186,7 @@ metadata:
 spec:
   type: %s
   image: %s
-  command: ["/bin/sh", "-c", "ls /dev; echo VISIBLE=$NVIDIA_VISIBLE_DEVICES; while true; do sleep 1; done"]
+  command: ["/bin/sh", "-c", "ls /dev; echo NVIDIA_VISIBLE_DEVICES=$NVIDIA_VISIBLE_DEVICES; while true; do sleep 1; done"]
 `, name, ns, typ, images.WorkloadImage) + extra
 }
 
@@ -200,14 +200,14 @@ func cardsSeen(t *testing.T, ns, name string) (dev, uuids []string) {
 			o, _, err := kubectlGPU(t, tenant(tenantA), "logs", name, "-n", ns)
 			return o, err
 		},
-		func(o string) bool { return strings.Contains(o, "VISIBLE=") },
+		func(o string) bool { return strings.Contains(o, "NVIDIA_VISIBLE_DEVICES=") },
 		func(o string) any { return o })
 	for _, line := range strings.Split(out, "\n") {
 		switch {
 		case strings.HasPrefix(line, "nvidia"):
 			dev = append(dev, line)
-		case strings.HasPrefix(line, "VISIBLE="):
-			if v := strings.TrimPrefix(line, "VISIBLE="); v != "" {
+		case strings.HasPrefix(line, "NVIDIA_VISIBLE_DEVICES="):
+			if v := strings.TrimPrefix(line, "NVIDIA_VISIBLE_DEVICES="); v != "" {
 				uuids = strings.Split(v, ",")
 			}
 		}
@@ -588,4 +588,53 @@ func TestSSHOnRealNode(t *testing.T) {
 		t.Errorf("node port %d after start, want %d as before", got, nodePort)
 	}
 	sshEcho(t, ns, "box", key)
+}
+
+// TestRealNodeExample applies artifacts/examples/real-node.yaml as the
+// admin and real-instance.yaml as tenant-a, as the README's walk-through
+// does: the Instance turns Ready on real-0, and what its container lists
+// is exactly its status.allocations. While it holds its cards, a tenant's
+// raw Pod on real-0 that asks for none, even with NVIDIA_VISIBLE_DEVICES=all,
+// sees no card: the runtime gives devices by CDI, for the device plugin's
+// allocations only.
+func TestRealNodeExample(t *testing.T) {
+	needRealNode(t)
+	ns := "e2e-realexample"
+	controllerNamespace(t, ns)
+	waitRealCardsFree(t)
+	mustKubectl(t, admin(), readFile(t, filepath.Join(repoRoot, "artifacts", "examples", "real-node.yaml")), "apply", "-f", "-")
+	t.Cleanup(func() { _, _ = kubectl(admin(), "", "delete", "instancetype", "real", "--wait=false") })
+	instance := strings.ReplaceAll(readFile(t, filepath.Join(repoRoot, "artifacts", "examples", "real-instance.yaml")), "namespace: tenant-a", "namespace: "+ns)
+	mustKubectl(t, tenant(tenantA), instance, "apply", "-f", "-")
+	inst := waitInstance(t, ns, "hello-real", 2*time.Minute, "Ready on real-0 with two cards", readyOnRealNode(2))
+	wantDev, wantUUIDs := allocated(inst)
+	dev, uuids := cardsSeen(t, ns, "hello-real")
+	if !slices.Equal(dev, wantDev) || !slices.Equal(uuids, wantUUIDs) {
+		t.Errorf("hello-real sees %v %v, want its allocations %v %v", dev, uuids, wantDev, wantUUIDs)
+	}
+
+	mustKubectl(t, tenant(tenantA), fmt.Sprintf(`apiVersion: v1
+kind: Pod
+metadata:
+  name: raw
+  namespace: %s
+spec:
+  restartPolicy: Never
+  tolerations: [{key: %[2]s, operator: Exists, effect: NoSchedule}]
+  nodeSelector: {%[2]s: "true"}
+  containers:
+  - name: main
+    image: %[3]s
+    env: [{name: NVIDIA_VISIBLE_DEVICES, value: all}]
+    command: ["/bin/sh", "-c", "ls /dev; echo done"]
+`, ns, localcluster.LabelRealNode, images.WorkloadImage), "apply", "-f", "-")
+	kube, _ := adminClients(t)
+	waitFor(t, "the raw Pod Succeeded on "+localcluster.RealNodeName, time.Minute,
+		func(ctx context.Context) (*corev1.Pod, error) { return kube.CoreV1().Pods(ns).Get(ctx, "raw", metav1.GetOptions{}) },
+		func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodSucceeded && p.Spec.NodeName == localcluster.RealNodeName },
+		func(p *corev1.Pod) any { return p.Status })
+	logs := mustKubectl(t, tenant(tenantA), "", "logs", "raw", "-n", ns)
+	if !strings.Contains(logs, "done") || strings.Contains(logs, "nvidia") {
+		t.Errorf("the raw Pod's /dev: %q, want no card", logs)
+	}
 }

@@ -25,12 +25,15 @@ import (
 func main() {
 	dir := flag.String("dir", "_output/local", "directory for the cluster's state, kubeconfigs and logs; the cluster there is resumed")
 	binDir := flag.String("bin-dir", "_output/bin", "directory holding the control-plane and Kiln binaries")
+	imageDir := flag.String("image-dir", "_output/images", "directory holding the real node's image tarballs (make node-images)")
 	root := flag.String("repo-root", ".", "repository root, for artifacts/")
 	fresh := flag.Bool("fresh", false, "discard the cluster in --dir and start a new one")
 	var topology topology
 	flag.IntVar(&topology.kilnReplicas, "kiln-replicas", 1, "kiln-apiserver processes, behind one port as behind a Service")
 	flag.IntVar(&topology.etcdMembers, "etcd-members", 1, "etcd members; a resumed cluster needs as many as it was started with")
+	flag.BoolVar(&topology.realNode, "real-node", true, "run real-0, a kubelet with containerd and runc (needs root, `make node node-images`); without it every node is simulated")
 	flag.Parse()
+	topology.imageDir = *imageDir
 	if err := run(*dir, *binDir, *root, *fresh, topology); err != nil {
 		fmt.Fprintln(os.Stderr, "kiln-up:", err)
 		if errors.Is(err, localcluster.ErrCannotResume) {
@@ -40,9 +43,12 @@ func main() {
 	}
 }
 
-// topology is how many of the replicated components run.
+// topology is how many of the replicated components run, and whether a
+// real node runs beside the simulated ones.
 type topology struct {
 	kilnReplicas, etcdMembers int
+	realNode                  bool
+	imageDir                  string
 }
 
 func run(dir, binDir, root string, fresh bool, topology topology) error {
@@ -75,6 +81,10 @@ func run(dir, binDir, root string, fresh bool, topology topology) error {
 		}
 		return p
 	}
+	if why := localcluster.RealNodeUnsupported(); topology.realNode && why != "" {
+		fmt.Printf("No real node: %s. Every node is simulated; `make up REAL_NODE=0` says so up front.\n", why)
+		topology.realNode = false
+	}
 	fmt.Printf("Starting the local control plane on 127.0.0.1 from %s:\n", rel(dir))
 	start := time.Now()
 	c, err := localcluster.Start(ctx, localcluster.Options{
@@ -86,6 +96,8 @@ func run(dir, binDir, root string, fresh bool, topology topology) error {
 		Log:               os.Stdout,
 		KilnReplicas:      topology.kilnReplicas,
 		EtcdMembers:       topology.etcdMembers,
+		RealNode:          topology.realNode,
+		ImageDir:          abs(topology.imageDir),
 	})
 	if err != nil {
 		return err
@@ -113,6 +125,16 @@ Stop with Ctrl-C or `+"`make down`"+`; the next `+"`make up`"+` resumes this clu
 		kubectl, rel(c.KubeconfigFor("tenant-a")), kubectl, kubectl, rel(c.KubeconfigFor("tenant-a")),
 		rel(c.KubeconfigFor("tenant-a")), rel(c.KubeconfigFor("tenant-b")), rel(filepath.Join(dir, "logs")))
 
+	if topology.realNode {
+		fmt.Printf(`Node %s is real: a kubelet with containerd and runc, four fake cards. Run an
+Instance there in a container that lists the cards it got:
+
+  %s apply -f artifacts/examples/real-node.yaml
+  %s --kubeconfig=%s apply -f artifacts/examples/real-instance.yaml
+  %s --kubeconfig=%s logs hello-real
+
+`, localcluster.RealNodeName, kubectl, kubectl, rel(c.KubeconfigFor("tenant-a")), kubectl, rel(c.KubeconfigFor("tenant-a")))
+	}
 	if urls := c.KilnReplicaURLs(); len(urls) > 1 {
 		fmt.Printf("kiln-apiserver replicas, behind %s: %s\n", c.KilnURL, strings.Join(urls, " "))
 	}

@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"kiln.dev/kiln/test/localcluster"
 )
 
 // TestMakeUpAndDown runs `make up` as a new user would, uses the kubeconfigs
@@ -37,7 +39,18 @@ func TestMakeUpAndDown(t *testing.T) {
 	admin, tenantA := filepath.Join(dir, "kubeconfig"), filepath.Join(dir, "tenant-a.kubeconfig")
 	examples := filepath.Join(root, "artifacts", "examples")
 
+	// real-0 joins where the host can run it, as on the project's machines.
+	realNode := localcluster.RealNodeUnsupported() == ""
+	realNodeUp := func() {
+		t.Helper()
+		if realNode {
+			run(admin, "wait", "--for=condition=Ready", "node/"+localcluster.RealNodeName, "--timeout=1m")
+			run(admin, "wait", `--for=jsonpath={.status.allocatable.nvidia\.com/gpu}=4`, "node/"+localcluster.RealNodeName, "--timeout=1m")
+		}
+	}
+
 	up := makeUp(t, root, dir)
+	realNodeUp()
 	if got := run(admin, "get", "apiservice", "v1alpha1.gpu.kiln.dev",
 		"-o", `jsonpath={.status.conditions[?(@.type=="Available")].status}`); got != "True" {
 		t.Errorf("APIService Available = %q", got)
@@ -97,6 +110,7 @@ func TestMakeUpAndDown(t *testing.T) {
 		t.Errorf("the second make up did not say it resumed:\n%s", up.output())
 	}
 	ready()
+	realNodeUp()
 	if after := identity(kept); after != before {
 		t.Errorf("after a resume the Instances (name=uid:devices) are\n%s\nwant\n%s", after, before)
 	}
@@ -228,6 +242,11 @@ func (l *launch) down(t *testing.T) {
 	}
 	if _, err := os.Stat(l.dir + ".pid"); !os.IsNotExist(err) {
 		t.Errorf("the launcher's PID file outlived it: %v", err)
+	}
+	if localcluster.RealNodeUnsupported() == "" {
+		if err := localcluster.RealNodeLeftovers(); err != nil {
+			t.Errorf("the real node left on the host after make down: %v", err)
+		}
 	}
 }
 
