@@ -630,8 +630,12 @@ spec:
 `, ns, localcluster.LabelRealNode, images.WorkloadImage), "apply", "-f", "-")
 	kube, _ := adminClients(t)
 	waitFor(t, "the raw Pod Succeeded on "+localcluster.RealNodeName, time.Minute,
-		func(ctx context.Context) (*corev1.Pod, error) { return kube.CoreV1().Pods(ns).Get(ctx, "raw", metav1.GetOptions{}) },
-		func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodSucceeded && p.Spec.NodeName == localcluster.RealNodeName },
+		func(ctx context.Context) (*corev1.Pod, error) {
+			return kube.CoreV1().Pods(ns).Get(ctx, "raw", metav1.GetOptions{})
+		},
+		func(p *corev1.Pod) bool {
+			return p.Status.Phase == corev1.PodSucceeded && p.Spec.NodeName == localcluster.RealNodeName
+		},
 		func(p *corev1.Pod) any { return p.Status })
 	logs := mustKubectl(t, tenant(tenantA), "", "logs", "raw", "-n", ns)
 	if !strings.Contains(logs, "done") || strings.Contains(logs, "nvidia") {
