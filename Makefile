@@ -246,6 +246,7 @@ bench-api: control-plane build $(BIN)/bench-api $(CONTROLLER_GEN)
 		--docs=docs/benchmarks.md $(BENCH_API_FLAGS)
 
 up: control-plane build $(BIN)/kiln-up $(if $(REAL_NODE_ON),node)
+	$(if $(REAL_NODE_ON),,@echo "make up: no real node ($(if $(filter 0,$(shell id -u)),REAL_NODE=$(REAL_NODE),it needs root)); every node is simulated")
 	$(BIN)/kiln-up --dir=$(LOCAL_DIR) --bin-dir=$(BIN) --repo-root=. $(if $(filter 1 true yes,$(FRESH)),--fresh) \
 		$(if $(KILN_REPLICAS),--kiln-replicas=$(KILN_REPLICAS)) $(if $(ETCD_MEMBERS),--etcd-members=$(ETCD_MEMBERS)) \
 		--real-node=$(if $(REAL_NODE_ON),true,false) --image-dir=$(OUTPUT)/images

@@ -896,9 +896,11 @@ func TestExamplesAreValid(t *testing.T) {
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no examples found: %v", err)
 	}
-	dyn := dynamic.NewForConfigOrDie(server.Config)
-	kinds := map[string]string{"InstanceType": "instancetypes", "Instance": "instances", "Claim": "claims", "Budget": "budgets"}
-	created := 0
+	type example struct {
+		file string
+		obj  unstructured.Unstructured
+	}
+	var types, others []example
 	for _, file := range files {
 		data, err := os.ReadFile(file)
 		if err != nil {
@@ -917,26 +919,46 @@ func TestExamplesAreValid(t *testing.T) {
 			if obj.Object == nil || obj.GetAPIVersion() == "v1" {
 				continue
 			}
-			resource, ok := kinds[obj.GetKind()]
-			if !ok {
-				t.Fatalf("%s: unexpected kind %q", file, obj.GetKind())
+			if obj.GetKind() == "InstanceType" {
+				types = append(types, example{filepath.Base(file), obj})
+			} else {
+				others = append(others, example{filepath.Base(file), obj})
 			}
-			// The standalone server has the cluster-scoped names to itself.
-			if resource == "instancetypes" {
-				obj.SetName("examples-" + obj.GetName())
-			}
-			gvr := gpuv1.SchemeGroupVersion.WithResource(resource)
-			var client dynamic.ResourceInterface = dyn.Resource(gvr)
-			if ns := obj.GetNamespace(); ns != "" {
-				client = dyn.Resource(gvr).Namespace(ns)
-			}
-			if _, err := client.Create(context.Background(), &obj, metav1.CreateOptions{FieldValidation: "Strict"}); err != nil {
-				t.Errorf("%s: %s %s: %v", filepath.Base(file), obj.GetKind(), obj.GetName(), err)
-			}
-			created++
 		}
 	}
-	if created < 8 {
-		t.Errorf("created %d example objects, want every one of at least 8", created)
+	dyn := dynamic.NewForConfigOrDie(server.Config)
+	kinds := map[string]string{"InstanceType": "instancetypes", "Instance": "instances", "Claim": "claims", "Budget": "budgets"}
+	// The standalone server has the cluster-scoped names to itself: the
+	// examples' types are created under names of their own first, and the
+	// Instances and Claims that name them are pointed at those.
+	renamed := map[string]string{}
+	created := 0
+	for _, e := range append(types, others...) {
+		obj := e.obj
+		resource, ok := kinds[obj.GetKind()]
+		if !ok {
+			t.Fatalf("%s: unexpected kind %q", e.file, obj.GetKind())
+		}
+		if resource == "instancetypes" {
+			renamed[obj.GetName()] = "examples-" + obj.GetName()
+			obj.SetName(renamed[obj.GetName()])
+		}
+		if typ, _, _ := unstructured.NestedString(obj.Object, "spec", "type"); renamed[typ] != "" {
+			if err := unstructured.SetNestedField(obj.Object, renamed[typ], "spec", "type"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		gvr := gpuv1.SchemeGroupVersion.WithResource(resource)
+		var client dynamic.ResourceInterface = dyn.Resource(gvr)
+		if ns := obj.GetNamespace(); ns != "" {
+			client = dyn.Resource(gvr).Namespace(ns)
+		}
+		if _, err := client.Create(context.Background(), &obj, metav1.CreateOptions{FieldValidation: "Strict"}); err != nil {
+			t.Errorf("%s: %s %s: %v", e.file, obj.GetKind(), obj.GetName(), err)
+		}
+		created++
+	}
+	if created < 10 {
+		t.Errorf("created %d example objects, want every one of at least 10", created)
 	}
 }

@@ -150,8 +150,9 @@ const ProductFake = "Kiln-Fake-Card"
 
 // startRealNodeAgent runs the node agent for real-0 in its real mode: a
 // device plugin registered with the real kubelet, reading its PodResources,
-// its fake cards given to containers by CDI. It runs in the host's network
-// namespace; the kubelet's sockets are files.
+// its fake cards given to containers by CDI. It runs in the node's network
+// namespace, as its DaemonSet Pod would on the node's; it reaches
+// kube-apiserver through the namespace's loopback, like the kubelet.
 func (c *Cluster) startRealNodeAgent(ctx context.Context, n *realNode) error {
 	// Where SetDeviceHealth edits it, as for the simulated nodes.
 	inventory := c.InventoryFile(RealNodeName)
@@ -165,7 +166,7 @@ func (c *Cluster) startRealNodeAgent(ctx context.Context, n *realNode) error {
 	if err != nil {
 		return err
 	}
-	if err := c.startBinary("node-agent-"+RealNodeName, "kiln-node-agent",
+	if err := c.inNetns("node-agent-"+RealNodeName, "kiln-node-agent",
 		"--node-name="+RealNodeName, "--inventory="+inventory, "--kubeconfig="+kc,
 		"--fake-cards-dir="+filepath.Join(n.dir, "dev"), "--cdi-spec-dir="+filepath.Join(n.dir, "cdi"),
 		"--pod-resources-socket="+filepath.Join(n.dir, "kubelet", "pod-resources", "kubelet.sock")); err != nil {
