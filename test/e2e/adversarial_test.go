@@ -384,3 +384,37 @@ func TestPodReasonsCannotWedgeStatus(t *testing.T) {
 		t.Errorf("Ready message of %d bytes ending %q; want the Pod's message cut to at most 32 KiB, ending %q", len(c.Message), c.Message[max(0, len(c.Message)-20):], cut)
 	}
 }
+
+// TestInstanceCannotPickCardsByEnv: an Instance's env is rendered after
+// the device plugin's, so a variable the container runtime or a sharing
+// layer reads would override the allocation it is charged for
+// (NVIDIA_VISIBLE_DEVICES=all asks the toolkit for every card of the
+// node). A tenant can neither create an Instance with one nor add one by
+// a patch: 422 naming the field.
+func TestInstanceCannotPickCardsByEnv(t *testing.T) {
+	t.Parallel()
+	ns := "e2e-runtime-env"
+	controllerNamespace(t, ns)
+	instances := tenantKiln(t, tenantA).GpuV1alpha1().Instances(ns)
+	ctx := context.Background()
+	inst := &gpuv1.Instance{
+		ObjectMeta: metav1.ObjectMeta{Name: "one-slice", Namespace: ns},
+		Spec: gpuv1.InstanceSpec{Type: "l4", Image: "busybox:1",
+			Resources: gpuv1.InstanceResources{Accelerators: ptr.To[int32](1)},
+			Env:       []corev1.EnvVar{{Name: "NVIDIA_VISIBLE_DEVICES", Value: "all"}}},
+	}
+	const want = "spec.env[0].name: Forbidden: NVIDIA_VISIBLE_DEVICES is read by NVIDIA's container toolkit"
+	_, err := instances.Create(ctx, inst, metav1.CreateOptions{})
+	if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), want) {
+		t.Fatalf("create with NVIDIA_VISIBLE_DEVICES=all: %v; want 422 with %q", err, want)
+	}
+	inst.Spec.Env = nil
+	if _, err := instances.Create(ctx, inst, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	patch := []byte(`{"spec":{"env":[{"name":"LD_PRELOAD","value":"/tmp/unlimit.so"}]}}`)
+	_, err = instances.Patch(ctx, "one-slice", types.MergePatchType, patch, metav1.PatchOptions{})
+	if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "spec.env[0].name: Forbidden: LD_PRELOAD is read by the dynamic loader") {
+		t.Fatalf("patch adding LD_PRELOAD: %v; want 422 naming spec.env[0].name", err)
+	}
+}

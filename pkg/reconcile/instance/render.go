@@ -85,7 +85,7 @@ func renderMain(inst *v1alpha1.Instance, res corev1.ResourceRequirements) (main 
 		ImagePullPolicy: inst.Spec.ImagePullPolicy,
 		Command:         inst.Spec.Command,
 		Args:            inst.Spec.Args,
-		Env:             inst.Spec.Env,
+		Env:             podEnv(inst.Spec.Env),
 		Resources:       res,
 	}
 	for _, p := range inst.Spec.Ports {
@@ -132,6 +132,20 @@ func renderSSH(inst *v1alpha1.Instance, image string, ws *v1alpha1.Workspace) (c
 		ssh.VolumeMounts = append(ssh.VolumeMounts, corev1.VolumeMount{Name: workspaceVolume, MountPath: ws.MountPath})
 	}
 	return ssh, keys
+}
+
+// podEnv is spec.env without the variables a runtime reads to pick or
+// limit cards (v1alpha1.RuntimeEnvReader): validation refuses them, and
+// one that an Instance stored before that still has does not reach its
+// Pod, where it would override the device plugin's allocation.
+func podEnv(env []corev1.EnvVar) []corev1.EnvVar {
+	var out []corev1.EnvVar
+	for _, e := range env {
+		if _, reserved := v1alpha1.RuntimeEnvReader(e.Name); !reserved {
+			out = append(out, e)
+		}
+	}
+	return out
 }
 
 // renderNodeSelector is the type's nodeSelector, plus, for a pinned

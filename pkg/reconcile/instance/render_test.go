@@ -175,6 +175,28 @@ func TestRenderPodShape(t *testing.T) {
 	}
 }
 
+// An Instance stored before validation refused the variables the runtime
+// reads does not pass them to its Pod: they would override the
+// allocation it was charged for.
+func TestRenderPodLeavesOutRuntimeEnv(t *testing.T) {
+	inst := sized("h100")
+	inst.Spec.Resources.Accelerators = ptr.To[int32](1)
+	inst.Spec.Env = []corev1.EnvVar{
+		{Name: "NVIDIA_VISIBLE_DEVICES", Value: "all"},
+		{Name: "EPOCHS", Value: "3"},
+		{Name: "LD_PRELOAD", Value: "/x.so"},
+		{Name: "CUDA_VISIBLE_DEVICES", Value: "0"},
+	}
+	pod, err := RenderPod(inst, h100(), nil, RenderOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []corev1.EnvVar{{Name: "EPOCHS", Value: "3"}, {Name: "CUDA_VISIBLE_DEVICES", Value: "0"}}
+	if diff := cmp.Diff(want, pod.Spec.Containers[0].Env); diff != "" {
+		t.Errorf("env (-want +got):\n%s", diff)
+	}
+}
+
 func TestRenderPodPinning(t *testing.T) {
 	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "gpu-h100-1", Labels: map[string]string{corev1.LabelHostname: "ip-10-0-0-7"}}}
 	for _, tc := range []struct {

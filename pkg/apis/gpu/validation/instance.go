@@ -2,9 +2,11 @@ package validation
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apivalidation "k8s.io/apimachinery/pkg/api/validation"
 	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
 	utilvalidation "k8s.io/apimachinery/pkg/util/validation"
@@ -36,7 +38,7 @@ func ValidateInstance(obj *gpu.Instance) field.ErrorList {
 	// The Pod and the Service are named after the Instance, and a Service
 	// name must be a DNS-1035 label.
 	allErrs := apivalidation.ValidateObjectMeta(&obj.ObjectMeta, true, apivalidation.NameIsDNS1035Label, field.NewPath("metadata"))
-	return append(allErrs, validateInstanceSpec(&obj.Spec, field.NewPath("spec"))...)
+	return append(allErrs, validateInstanceSpec(&obj.Spec, nil, field.NewPath("spec"))...)
 }
 
 // ValidateInstanceUpdate validates an update of an Instance's metadata and
@@ -47,7 +49,7 @@ func ValidateInstance(obj *gpu.Instance) field.ErrorList {
 func ValidateInstanceUpdate(obj, old *gpu.Instance) field.ErrorList {
 	specPath := field.NewPath("spec")
 	allErrs := apivalidation.ValidateObjectMetaUpdate(&obj.ObjectMeta, &old.ObjectMeta, field.NewPath("metadata"))
-	allErrs = append(allErrs, validateInstanceSpec(&obj.Spec, specPath)...)
+	allErrs = append(allErrs, validateInstanceSpec(&obj.Spec, old.Spec.Env, specPath)...)
 	allErrs = append(allErrs, apivalidation.ValidateImmutableField(obj.Spec.Type, old.Spec.Type, specPath.Child("type"))...)
 	if obj.Spec.ClaimName != old.Spec.ClaimName {
 		allErrs = append(allErrs, field.Invalid(specPath.Child("claimName"), obj.Spec.ClaimName,
@@ -62,7 +64,7 @@ func ValidateInstanceStatusUpdate(obj, old *gpu.Instance) field.ErrorList {
 	return append(allErrs, validateInstanceStatus(&obj.Status, field.NewPath("status"))...)
 }
 
-func validateInstanceSpec(spec *gpu.InstanceSpec, fldPath *field.Path) field.ErrorList {
+func validateInstanceSpec(spec *gpu.InstanceSpec, keptEnv []corev1.EnvVar, fldPath *field.Path) field.ErrorList {
 	var allErrs field.ErrorList
 	allErrs = append(allErrs, validateRequiredDNSSubdomain(spec.Type, "InstanceType to run on", fldPath.Child("type"))...)
 
@@ -87,7 +89,7 @@ func validateInstanceSpec(spec *gpu.InstanceSpec, fldPath *field.Path) field.Err
 	}
 
 	allErrs = append(allErrs, validateSizes(spec, fldPath)...)
-	allErrs = append(allErrs, validateEnv(spec.Env, fldPath.Child("env"))...)
+	allErrs = append(allErrs, validateEnv(spec.Env, keptEnv, fldPath.Child("env"))...)
 	allErrs = append(allErrs, validateInstanceResources(&spec.Resources, fldPath.Child("resources"))...)
 	allErrs = append(allErrs, validateInstancePorts(spec.Ports, fldPath.Child("ports"))...)
 	if spec.SSH != nil {
@@ -160,7 +162,11 @@ func validateSizes(spec *gpu.InstanceSpec, fldPath *field.Path) field.ErrorList 
 	return allErrs
 }
 
-func validateEnv(env []corev1.EnvVar, fldPath *field.Path) field.ErrorList {
+// validateEnv checks spec.env. kept is the env of the Instance as stored
+// before an update: a variable the runtime reads that an Instance stored
+// before this check already had, unchanged, does not block its stop or
+// other edits (kiln-controller leaves it out of the Pod).
+func validateEnv(env, kept []corev1.EnvVar, fldPath *field.Path) field.ErrorList {
 	var allErrs field.ErrorList
 	seen := make(map[string]bool, len(env))
 	for i, ev := range env {
@@ -176,6 +182,10 @@ func validateEnv(env []corev1.EnvVar, fldPath *field.Path) field.ErrorList {
 				allErrs = append(allErrs, field.Duplicate(namePath, ev.Name))
 			}
 			seen[ev.Name] = true
+			if reader, reserved := v1alpha1.RuntimeEnvReader(ev.Name); reserved && !slices.ContainsFunc(kept, func(k corev1.EnvVar) bool { return apiequality.Semantic.DeepEqual(k, ev) }) {
+				allErrs = append(allErrs, field.Forbidden(namePath, fmt.Sprintf(
+					"%s is read by %s, and would override the accelerators Kiln allocated and charged: remove it; the device plugin sets what the container needs", ev.Name, reader)))
+			}
 		}
 		if ev.ValueFrom != nil {
 			fromPath := idxPath.Child("valueFrom")

@@ -168,6 +168,28 @@ func TestValidateInstance(t *testing.T) {
 			want: field.ErrorList{{Type: field.ErrorTypeInvalid, Field: "spec.env[0].name"}}},
 		{name: "env names duplicated", mutate: func(o *gpu.Instance) { o.Spec.Env[2].Name = "HF_HOME" },
 			want: field.ErrorList{{Type: field.ErrorTypeDuplicate, Field: "spec.env[2].name"}}},
+		// What the runtime or a sharing layer reads would override the
+		// allocation Kiln charged.
+		{name: "env picks the cards for the toolkit", mutate: func(o *gpu.Instance) { o.Spec.Env[0] = corev1.EnvVar{Name: "NVIDIA_VISIBLE_DEVICES", Value: "all"} },
+			want: field.ErrorList{{Type: field.ErrorTypeForbidden, Field: "spec.env[0].name"}}},
+		{name: "env asks for more of the driver", mutate: func(o *gpu.Instance) { o.Spec.Env[0] = corev1.EnvVar{Name: "NVIDIA_DRIVER_CAPABILITIES", Value: "all"} },
+			want: field.ErrorList{{Type: field.ErrorTypeForbidden, Field: "spec.env[0].name"}}},
+		{name: "env sets an MPS limit", mutate: func(o *gpu.Instance) {
+			o.Spec.Env[0] = corev1.EnvVar{Name: "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT", Value: "0=80G"}
+		},
+			want: field.ErrorList{{Type: field.ErrorTypeForbidden, Field: "spec.env[0].name"}}},
+		{name: "env lifts a sharing layer's memory limit", mutate: func(o *gpu.Instance) {
+			o.Spec.Env[0] = corev1.EnvVar{Name: "CUDA_DEVICE_MEMORY_LIMIT_0", Value: "80g"}
+		},
+			want: field.ErrorList{{Type: field.ErrorTypeForbidden, Field: "spec.env[0].name"}}},
+		{name: "env preloads a library", mutate: func(o *gpu.Instance) { o.Spec.Env[0] = corev1.EnvVar{Name: "LD_PRELOAD", Value: "/x.so"} },
+			want: field.ErrorList{{Type: field.ErrorTypeForbidden, Field: "spec.env[0].name"}}},
+		{name: "env from a Secret under a reserved name", mutate: func(o *gpu.Instance) { o.Spec.Env[2].Name = "AMD_VISIBLE_DEVICES" },
+			want: field.ErrorList{{Type: field.ErrorTypeForbidden, Field: "spec.env[2].name"}}},
+		{name: "env names near the reserved ones pass", mutate: func(o *gpu.Instance) {
+			o.Spec.Env[0] = corev1.EnvVar{Name: "CUDA_VISIBLE_DEVICES", Value: "0"}
+			o.Spec.Env = append(o.Spec.Env, corev1.EnvVar{Name: "MY_NVIDIA_TOKEN", Value: "x"}, corev1.EnvVar{Name: "LD_LIBRARY_PATH", Value: "/opt"})
+		}},
 		{name: "env value and valueFrom", mutate: func(o *gpu.Instance) { o.Spec.Env[1].Value = "x" },
 			want: field.ErrorList{{Type: field.ErrorTypeForbidden, Field: "spec.env[1].valueFrom"}}},
 		{name: "env valueFrom empty", mutate: func(o *gpu.Instance) { o.Spec.Env[1].ValueFrom = &corev1.EnvVarSource{} },
@@ -428,6 +450,23 @@ func TestValidateInstanceUpdate(t *testing.T) {
 	}{
 		{name: "unchanged", mutate: func(*gpu.Instance) {}},
 		{name: "stop", mutate: func(o *gpu.Instance) { o.Spec.Stopped = true }},
+		// One stored before the check is not stuck: it may stop and be
+		// edited, as long as it adds no such variable.
+		{name: "a runtime variable stored before may stay",
+			old: func(o *gpu.Instance) {
+				o.Spec.Env = append(o.Spec.Env, corev1.EnvVar{Name: "NVIDIA_VISIBLE_DEVICES", Value: "all"})
+			},
+			mutate: func(o *gpu.Instance) { o.Spec.Stopped = true }},
+		{name: "a runtime variable stored before may not change",
+			old: func(o *gpu.Instance) {
+				o.Spec.Env = append(o.Spec.Env, corev1.EnvVar{Name: "NVIDIA_VISIBLE_DEVICES", Value: "0"})
+			},
+			mutate: func(o *gpu.Instance) { o.Spec.Env[3].Value = "all" },
+			want:   field.ErrorList{{Type: field.ErrorTypeForbidden, Field: "spec.env[3].name"}}},
+		{name: "a runtime variable may not be added", mutate: func(o *gpu.Instance) {
+			o.Spec.Env = append(o.Spec.Env, corev1.EnvVar{Name: "NVIDIA_VISIBLE_DEVICES", Value: "all"})
+		},
+			want: field.ErrorList{{Type: field.ErrorTypeForbidden, Field: "spec.env[3].name"}}},
 		{name: "new image and share", mutate: func(o *gpu.Instance) {
 			o.Spec.Image = "nvcr.io/nvidia/pytorch:24.06-py3"
 			o.Spec.Resources.Accelerators = nil
