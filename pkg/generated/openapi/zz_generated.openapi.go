@@ -18513,7 +18513,7 @@ func schema_pkg_apis_gpu_v1alpha1_InstanceSpec(ref common.ReferenceCallback) com
 							},
 						},
 						SchemaProps: spec.SchemaProps{
-							Description: "env sets environment variables in the container.",
+							Description: "env sets environment variables in the container. Variables that a container runtime or GPU sharing layer reads to pick or limit cards (NVIDIA_*, AMD_VISIBLE_DEVICES, CUDA_MPS_*, CUDA_DEVICE_MEMORY_*, CUDA_DEVICE_SM_LIMIT, CUDA_OVERSUBSCRIBE, LD_PRELOAD) are refused: the device plugin sets what the container needs.",
 							Type:        []string{"array"},
 							Items: &spec.SchemaOrArray{
 								Schema: &spec.Schema{

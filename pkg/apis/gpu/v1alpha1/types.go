@@ -268,7 +268,11 @@ type InstanceSpec struct {
 	// +optional
 	// +listType=atomic
 	Args []string `json:"args,omitempty" protobuf:"bytes,6,rep,name=args"`
-	// env sets environment variables in the container.
+	// env sets environment variables in the container. Variables that a
+	// container runtime or GPU sharing layer reads to pick or limit cards
+	// (NVIDIA_*, AMD_VISIBLE_DEVICES, CUDA_MPS_*, CUDA_DEVICE_MEMORY_*,
+	// CUDA_DEVICE_SM_LIMIT, CUDA_OVERSUBSCRIBE, LD_PRELOAD) are refused:
+	// the device plugin sets what the container needs.
 	// +optional
 	// +listType=map
 	// +listMapKey=name

@@ -40,7 +40,11 @@ type InstanceSpecApplyConfiguration struct {
 	Command []string `json:"command,omitempty"`
 	// args are passed to the command.
 	Args []string `json:"args,omitempty"`
-	// env sets environment variables in the container.
+	// env sets environment variables in the container. Variables that a
+	// container runtime or GPU sharing layer reads to pick or limit cards
+	// (NVIDIA_*, AMD_VISIBLE_DEVICES, CUDA_MPS_*, CUDA_DEVICE_MEMORY_*,
+	// CUDA_DEVICE_SM_LIMIT, CUDA_OVERSUBSCRIBE, LD_PRELOAD) are refused:
+	// the device plugin sets what the container needs.
 	Env []corev1.EnvVarApplyConfiguration `json:"env,omitempty"`
 	// resources is the accelerator share and host resources. Set exactly one
 	// of accelerators, slice or partition; cpu, memory and ephemeralStorage
