@@ -88,19 +88,59 @@ func (b *budgetSampler) sample(ctx context.Context, ns, name string) {
 	}
 	after, ok2 := b.used(ctx, ns, name)
 	running := runningCards(pods.Items)
+	at := time.Now().Format("15:04:05.000")
+	over, below := running > b.hard, ok1 && ok2 && running > max(before, after)
+	var books string
+	if over || below {
+		books = b.bookkeeping(ctx, ns, name)
+	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.samples++
 	b.maxRunning = max(b.maxRunning, running)
-	at := time.Now().Format("15:04:05.000")
-	if running > b.hard {
+	if over {
 		b.overHard++
-		b.detail = append(b.detail, fmt.Sprintf("%s %s: %d cards run, Budget hard is %d; %s", at, ns, running, b.hard, cardPods(pods.Items)))
+		b.detail = append(b.detail, fmt.Sprintf("%s %s: %d cards run, Budget hard is %d; %s; %s", at, ns, running, b.hard, cardPods(pods.Items), books))
 	}
-	if ok1 && ok2 && running > max(before, after) {
+	if below {
 		b.belowRuns++
-		b.detail = append(b.detail, fmt.Sprintf("%s %s: %d cards run, Budget used was %d then %d; %s", at, ns, running, before, after, cardPods(pods.Items)))
+		b.detail = append(b.detail, fmt.Sprintf("%s %s: %d cards run, Budget used was %d then %d; %s; %s", at, ns, running, before, after, cardPods(pods.Items), books))
 	}
+}
+
+// bookkeeping is Kiln's side of an over-commit, read just after it: each
+// Instance and Claim with its UID's tail, what its status says and
+// whether it is deleting, and the Budget's used and pending charges.
+func (b *budgetSampler) bookkeeping(ctx context.Context, ns, name string) string {
+	var out []string
+	if insts, err := b.kiln.GpuV1alpha1().Instances(ns).List(ctx, metav1.ListOptions{}); err == nil {
+		for _, i := range insts.Items {
+			out = append(out, fmt.Sprintf("instance %s(%s stopped=%v %s gen %d/%d%s)", i.Name, tail(string(i.UID)), i.Spec.Stopped,
+				i.Status.Phase, i.Status.ObservedGeneration, i.Generation, deleting(i.DeletionTimestamp)))
+		}
+	}
+	if claims, err := b.kiln.GpuV1alpha1().Claims(ns).List(ctx, metav1.ListOptions{}); err == nil {
+		for _, c := range claims.Items {
+			out = append(out, fmt.Sprintf("claim %s(%s %s node=%q%s)", c.Name, tail(string(c.UID)), c.Status.Phase, c.Status.NodeName, deleting(c.DeletionTimestamp)))
+		}
+	}
+	if bud, err := b.kiln.GpuV1alpha1().Budgets(ns).Get(ctx, name, metav1.GetOptions{}); err == nil {
+		used := bud.Status.Used[gpuv1.BudgetAccelerators]
+		out = append(out, fmt.Sprintf("budget used %s rv %s", used.String(), bud.ResourceVersion))
+		for _, p := range bud.Status.Pending {
+			out = append(out, fmt.Sprintf("pending %s %s(%s) rv %q at %s", p.Kind, p.Name, tail(string(p.UID)), p.ResourceVersion, p.Time.Format("15:04:05")))
+		}
+	}
+	return strings.Join(out, " ")
+}
+
+func tail(uid string) string { return uid[max(0, len(uid)-5):] }
+
+func deleting(t *metav1.Time) string {
+	if t == nil {
+		return ""
+	}
+	return ", deleting"
 }
 
 // cardPods names the Pods runningCards counts, so an over-commit in the
@@ -112,7 +152,11 @@ func cardPods(pods []corev1.Pod) string {
 		if n == 0 {
 			continue
 		}
-		s := fmt.Sprintf("%s(%d on %s, %s", p.Name, n, p.Spec.NodeName, p.Status.Phase)
+		owner := ""
+		if ref := metav1.GetControllerOf(&p); ref != nil {
+			owner = tail(string(ref.UID))
+		}
+		s := fmt.Sprintf("%s(%s of %s, %d on %s, %s", p.Name, tail(string(p.UID)), owner, n, p.Spec.NodeName, p.Status.Phase)
 		if p.DeletionTimestamp != nil {
 			s += ", deleting"
 		}
