@@ -525,11 +525,17 @@ func TestKubeletAdmissionFailureRebuilt(t *testing.T) {
 				GracePeriodSeconds: &now, Preconditions: &metav1.Preconditions{UID: &pod.UID}})
 			return nil
 		}
-		if err != nil || pod.Status.Reason == "UnexpectedAdmissionError" || pod.DeletionTimestamp != nil || pod.Spec.NodeName == "" {
+		if err != nil {
+			return nil
+		}
+		refusedNow := pod.Status.Phase == corev1.PodFailed && pod.Status.Reason == "UnexpectedAdmissionError"
+		if refusedNow || pod.DeletionTimestamp != nil || pod.Spec.NodeName == "" {
 			return nil
 		}
 		// kwok may still write Running over the refusal it had queued
 		// before the annotation told it to keep off; then refuse again.
+		// Its write keeps the refusal's reason but not its phase, so the
+		// phase is what says refused, as it is for the controller.
 		if pod.Annotations[localcluster.CustomStatusAnnotation] != "custom" {
 			pod.Annotations[localcluster.CustomStatusAnnotation] = "custom"
 			if pod, err = cs.CoreV1().Pods(ns).Update(ctx, pod, metav1.UpdateOptions{}); err != nil {

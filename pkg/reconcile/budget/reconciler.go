@@ -9,6 +9,7 @@ package budget
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
@@ -63,6 +64,13 @@ type Reconciler struct {
 	// a burst of writes costs one list, not one per write.
 	Coalesce time.Duration
 	now      func() time.Time
+
+	mu sync.Mutex
+	// gone holds, for PendingTTL, the UIDs of the Instances and Claims
+	// the informers saw deleted. A charge in flight for one of them is
+	// over: a create deleted before any recount listed it would otherwise
+	// keep its charge, and refuse the tenant's next create, for the TTL.
+	gone map[types.UID]time.Time
 }
 
 // NewReconciler registers its event handlers on the factory's informers.
@@ -76,6 +84,7 @@ func NewReconciler(client versioned.Interface, f informers.SharedInformerFactory
 		Resync:     15 * time.Second,
 		Coalesce:   200 * time.Millisecond,
 		now:        time.Now,
+		gone:       map[types.UID]time.Time{},
 	}
 	r.queue = queue.New(Name, "namespace", r.Reconcile)
 	if err := queue.Watch(r.queue, kilninformers.ToTypedBudgetInformer(gpuInformers.Budgets()).TypedInformer(), byNamespace[*v1alpha1.Budget](r)); err != nil {
@@ -100,11 +109,41 @@ func NewReconciler(client versioned.Interface, f informers.SharedInformerFactory
 	return r, nil
 }
 
-// byNamespace queues the namespace of every change.
+// byNamespace queues the namespace of every change, and remembers what was
+// deleted.
 func byNamespace[O queue.Object](r *Reconciler) cache.TypedResourceEventHandlerFuncs[O] {
 	return queue.Handler(
 		func(o O) { r.enqueueNamespace(o.GetNamespace()) },
-		func(d cache.DeletedObject[O]) { r.enqueueNamespace(d.GetNamespace()) })
+		func(d cache.DeletedObject[O]) {
+			// Without a copy there is no UID: the charge then waits
+			// out its TTL, as before.
+			var unknown O
+			if d.OptionalObj != unknown {
+				r.deleted(d.OptionalObj.GetUID())
+			}
+			r.enqueueNamespace(d.GetNamespace())
+		})
+}
+
+// deleted remembers uid as gone, and forgets what has been gone longer
+// than a charge can stay in flight.
+func (r *Reconciler) deleted(uid types.UID) {
+	now := r.now()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for u, at := range r.gone {
+		if now.Sub(at) > r.PendingTTL {
+			delete(r.gone, u)
+		}
+	}
+	r.gone[uid] = now
+}
+
+func (r *Reconciler) isGone(uid types.UID) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	_, ok := r.gone[uid]
+	return ok
 }
 
 // enqueueNamespace queues a namespace that has Budgets; only those have
@@ -219,10 +258,10 @@ func (r *Reconciler) updateStatus(ctx context.Context, b *gpu.Budget) error {
 
 // settled says whether a charge in flight is over: its object is stored in
 // the charged state (create) or has moved past the version it was charged
-// against (update), or it is too old to still be in flight: then its write
-// failed (a create whose name was taken, say).
+// against (update), or has been deleted, or the charge is too old to still
+// be in flight: then its write failed (a create whose name was taken, say).
 func (r *Reconciler) settled(p gpu.BudgetCharge, objects map[types.UID]stored) bool {
-	if r.now().Sub(p.Time.Time) > r.PendingTTL {
+	if r.now().Sub(p.Time.Time) > r.PendingTTL || r.isGone(p.UID) {
 		return true
 	}
 	o, found := objects[p.UID]

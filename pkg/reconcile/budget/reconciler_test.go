@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	core "k8s.io/client-go/testing"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
 
 	"kiln.dev/kiln/pkg/apis/gpu/v1alpha1"
@@ -237,6 +238,9 @@ func TestReconcileRecount(t *testing.T) {
 		// others.
 		writes  map[string]int
 		requeue time.Duration
+		// deleted are the Instances the informer saw deleted before the
+		// recount; nil stands for a deletion seen without a copy.
+		deleted []*v1alpha1.Instance
 	}{
 		// Stored objects.
 		{name: "Instances (stopped ones as Instances) and charged Claims are counted, for each key a Budget names and only those",
@@ -363,6 +367,17 @@ func TestReconcileRecount(t *testing.T) {
 			later:  21 * time.Second,
 			want:   map[string]v1alpha1.BudgetStatus{"team": {Used: list("accelerators", "0")}},
 			writes: map[string]int{"team": 1}},
+		{name: "a pending create whose object was deleted before any recount listed it is dropped at once",
+			deleted: []*v1alpha1.Instance{instance("new", 2)},
+			budgets: []*v1alpha1.Budget{budget("team", cards, list("accelerators", "2"),
+				charge("Instance", "new", "", 0, list("accelerators", "2")))},
+			want:   map[string]v1alpha1.BudgetStatus{"team": {Used: list("accelerators", "0")}},
+			writes: map[string]int{"team": 1}},
+		{name: "a deletion seen without a copy leaves the charge to its TTL",
+			deleted: []*v1alpha1.Instance{nil},
+			budgets: []*v1alpha1.Budget{budget("team", cards, list("accelerators", "2"),
+				charge("Instance", "new", "", 0, list("accelerators", "2")))},
+			requeue: 31 * time.Second},
 		{name: "requeue is when the first pending charge of any Budget expires, plus 1s",
 			budgets: []*v1alpha1.Budget{
 				budget("a", cards, list("accelerators", "2"),
@@ -412,6 +427,12 @@ func TestReconcileRecount(t *testing.T) {
 				charge("Instance", "train", "41", 10*time.Second, list("accelerators", "3")))},
 			want:   map[string]v1alpha1.BudgetStatus{"team": {Used: list("accelerators", "1")}},
 			writes: map[string]int{"team": 1}},
+		{name: "a pending update is dropped once its object is deleted",
+			deleted: []*v1alpha1.Instance{instance("train", 1)},
+			budgets: []*v1alpha1.Budget{budget("team", cards, list("accelerators", "3"),
+				charge("Instance", "train", "41", 10*time.Second, list("accelerators", "3")))},
+			want:   map[string]v1alpha1.BudgetStatus{"team": {Used: list("accelerators", "0")}},
+			writes: map[string]int{"team": 1}},
 		{name: "a pending update is dropped once older than PendingTTL",
 			objects: []runtime.Object{instance("train", 1)},
 			budgets: []*v1alpha1.Budget{budget("team", cards, list("accelerators", "3"),
@@ -427,6 +448,9 @@ func TestReconcileRecount(t *testing.T) {
 				objects = append(objects, b)
 			}
 			r, client := newReconciler(t, tc.later, objects...)
+			for _, inst := range tc.deleted {
+				byNamespace[*v1alpha1.Instance](r).OnDelete(cache.DeletedObject[*v1alpha1.Instance]{OptionalObj: inst})
+			}
 			requeue, err := r.Reconcile(context.Background(), ns)
 			if err != nil {
 				t.Fatal(err)
@@ -501,5 +525,17 @@ func TestReconcileErrors(t *testing.T) {
 			}
 			checkBudgets(t, client, []*v1alpha1.Budget{before}, nil)
 		})
+	}
+}
+
+// TestDeletedForgotten: the UIDs of deleted objects are kept only as long
+// as a charge can stay in flight.
+func TestDeletedForgotten(t *testing.T) {
+	r, _ := newReconciler(t, 0)
+	r.deleted("uid-old")
+	r.now = func() time.Time { return recountTime.Add(r.PendingTTL + time.Second) }
+	r.deleted("uid-new")
+	if r.isGone("uid-old") || !r.isGone("uid-new") {
+		t.Errorf("gone %v, want only uid-new", r.gone)
 	}
 }
