@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 
 	gpuv1 "kiln.dev/kiln/pkg/apis/gpu/v1alpha1"
@@ -66,17 +67,42 @@ func TestRawAcceleratorPodRefused(t *testing.T) {
 	gpu := func(n string) corev1.ResourceList {
 		return corev1.ResourceList{corev1.ResourceName(n): resource.MustParse("8")}
 	}
-	pod := func(name string, mutate func(*corev1.Pod)) *corev1.Pod {
+	pod := func(name string, mutate ...func(*corev1.Pod)) *corev1.Pod {
 		p := &corev1.Pod{
 			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
 			Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "busybox:1"}}},
 		}
-		mutate(p)
+		for _, m := range mutate {
+			m(p)
+		}
 		return p
 	}
-	accelMsg := func(name string) string {
-		return fmt.Sprintf("pod %s asks for an accelerator resource; in namespace %s accelerators come only through Kiln: create an Instance (kubectl explain instances.spec) or a Claim instead", name, ns)
+	// A namespace an admin guarded with the label alone, without Pod
+	// Security.
+	noPSA := "e2e-guarded"
+	createNamespace(t, noPSA)
+	mustKubectl(t, admin(), "", "label", "namespace", noPSA, localcluster.LabelAccelerators+"="+localcluster.AcceleratorsKilnOnly)
+	bindEdit(t, noPSA)
+	waitFor(t, "the default ServiceAccount of "+noPSA, 30*time.Second,
+		func(ctx context.Context) (*corev1.ServiceAccount, error) {
+			return adminCS.CoreV1().ServiceAccounts(noPSA).Get(ctx, "default", metav1.GetOptions{})
+		},
+		func(*corev1.ServiceAccount) bool { return true },
+		func(sa *corev1.ServiceAccount) any { return sa.Name })
+	in := func(ns string) func(*corev1.Pod) { return func(p *corev1.Pod) { p.Namespace = ns } }
+	privileged := func(p *corev1.Pod) {
+		p.Spec.Containers[0].SecurityContext = &corev1.SecurityContext{Privileged: ptr.To(true)}
 	}
+	devMount := func(p *corev1.Pod) {
+		p.Spec.Volumes = []corev1.Volume{{Name: "dev", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/dev"}}}}
+	}
+	accelMsg := func(name string) string {
+		return fmt.Sprintf("pod %s asks for an accelerator resource or a ResourceClaim; in namespace %s accelerators come only through Kiln: create an Instance (kubectl explain instances.spec) or a Claim instead", name, ns)
+	}
+	// An admin's class at the highest value a user-defined class may have,
+	// kiln-claim's.
+	mustKubectl(t, admin(), "apiVersion: scheduling.k8s.io/v1\nkind: PriorityClass\nmetadata: {name: e2e-top}\nvalue: 1000000000\n", "apply", "-f", "-")
+	t.Cleanup(func() { kubectl(admin(), "", "delete", "priorityclass", "e2e-top", "--ignore-not-found") })
 	for _, tc := range []struct {
 		name    string
 		client  kubernetes.Interface
@@ -102,9 +128,51 @@ func TestRawAcceleratorPodRefused(t *testing.T) {
 		{"a cluster admin's Pod", adminCS, pod("raw-admin", func(p *corev1.Pod) {
 			p.Spec.Containers[0].Resources.Limits = gpu(localcluster.ResourceGPU)
 		}), accelMsg("raw-admin")},
+
+		// Issue O, class 4: Dynamic Resource Allocation.
+		{"a DRA claim", cs, pod("raw-dra", func(p *corev1.Pod) {
+			p.Spec.ResourceClaims = []corev1.PodResourceClaim{{Name: "gpu", ResourceClaimName: ptr.To("mine")}}
+			p.Spec.Containers[0].Resources.Claims = []corev1.ResourceClaim{{Name: "gpu"}}
+		}), accelMsg("raw-dra")},
+		{"a device class's extended resource", cs, pod("raw-deviceclass", func(p *corev1.Pod) {
+			p.Spec.Containers[0].Resources.Limits = gpu("deviceclass.resource.kubernetes.io/gpu.example.com")
+		}), accelMsg("raw-deviceclass")},
+
+		// Class 3: priority above what any tenant Pod may have.
+		{"an admin's class as high as kiln-claim", cs, pod("raw-top", func(p *corev1.Pod) {
+			p.Spec.PriorityClassName = "e2e-top"
+		}), "pod raw-top: spec.priority 1000000000 (PriorityClass e2e-top) is at or above kiln-claim's, so it could preempt other tenants' Instances and Claims; in namespace " + ns + " use a lower spec.priorityClassName"},
+
+		// Class 1: cards around the device plugin.
+		{"variables the container toolkit and sharing layers read", cs, pod("raw-env", func(p *corev1.Pod) {
+			p.Spec.Containers[0].Env = []corev1.EnvVar{{Name: "HOME", Value: "/"}, {Name: "NVIDIA_VISIBLE_DEVICES", Value: "all"}, {Name: "NVIDIA_DRIVER_CAPABILITIES", Value: "all"}}
+			p.Spec.InitContainers = []corev1.Container{{Name: "i", Image: "busybox:1", Env: []corev1.EnvVar{{Name: "LD_PRELOAD", Value: "/x.so"}}}}
+		}), "pod raw-env: spec.containers[].env: container c: NVIDIA_VISIBLE_DEVICES, NVIDIA_DRIVER_CAPABILITIES; container i: LD_PRELOAD: container runtimes and GPU sharing layers read these to hand out or limit accelerators outside the device plugin; in namespace " + ns + " accelerators come only through Kiln: remove them"},
+		{"a CDI annotation", cs, pod("raw-cdi", func(p *corev1.Pod) {
+			p.Annotations = map[string]string{"cdi.k8s.io/gpu": "nvidia.com/gpu=all"}
+		}), "pod raw-cdi: metadata.annotations cdi.k8s.io/gpu ask the container runtime for CDI devices; in namespace " + ns + " accelerators come only through Kiln: remove them"},
+		// Pod Security baseline, which tenant namespaces enforce, refuses
+		// these first; the policy refuses them where an admin left it out.
+		{"a privileged container", cs, pod("raw-privileged", privileged),
+			`pods "raw-privileged" is forbidden: violates PodSecurity "baseline:latest": privileged (container "c" must not set securityContext.privileged=true)`},
+		{"the node's /dev", cs, pod("raw-dev", devMount),
+			`pods "raw-dev" is forbidden: violates PodSecurity "baseline:latest": hostPath volumes (volume "dev")`},
+		{"a privileged container, without Pod Security", cs, pod("raw-privileged", privileged, in(noPSA)),
+			"pod raw-privileged: securityContext.privileged of container c gives it every device of the node; in namespace " + noPSA + " set it to false"},
+		{"the node's /dev, without Pod Security", cs, pod("raw-dev", devMount, in(noPSA)),
+			"pod raw-dev: spec.volumes dev (/dev) mount the host (its /dev among it); in namespace " + noPSA + " Pods may not mount host paths: use a PersistentVolumeClaim"},
+		{"a GPU node picked by name", cs, pod("raw-nodename", func(p *corev1.Pod) {
+			p.Spec.NodeName = "gpu-h100-0"
+		}), "pod raw-nodename: spec.nodeName gpu-h100-0 skips the scheduler and the taints that keep Pods off GPU nodes; in namespace " + ns + " leave it empty (use spec.nodeSelector)"},
+		{"the GPU taint tolerated", cs, pod("raw-toleration", func(p *corev1.Pod) {
+			p.Spec.Tolerations = []corev1.Toleration{{Key: localcluster.TaintGPU, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}}
+		}), "pod raw-toleration: spec.tolerations tolerate nvidia.com/gpu, which keeps Pods off GPU nodes; in namespace " + ns + " accelerators come only through Kiln: remove the toleration"},
+		{"every taint tolerated", cs, pod("raw-tolerate-all", func(p *corev1.Pod) {
+			p.Spec.Tolerations = []corev1.Toleration{{Operator: corev1.TolerationOpExists}}
+		}), "pod raw-tolerate-all: spec.tolerations tolerate every taint (empty key, Exists), which keeps Pods off GPU nodes"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := tc.client.CoreV1().Pods(ns).Create(ctx, tc.pod, metav1.CreateOptions{})
+			_, err := tc.client.CoreV1().Pods(tc.pod.Namespace).Create(ctx, tc.pod, metav1.CreateOptions{})
 			if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), tc.wantMsg) {
 				t.Fatalf("create: %v; want 403 saying %q", err, tc.wantMsg)
 			}
@@ -112,7 +180,7 @@ func TestRawAcceleratorPodRefused(t *testing.T) {
 	}
 
 	// A Pod without accelerators is the tenant's business.
-	plain := pod("plain", func(*corev1.Pod) {})
+	plain := pod("plain")
 	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
 		_, err := cs.CoreV1().Pods(ns).Create(ctx, plain, metav1.CreateOptions{})
 		return err == nil || apierrors.IsAlreadyExists(err), nil
@@ -121,6 +189,22 @@ func TestRawAcceleratorPodRefused(t *testing.T) {
 		t.Fatalf("a Pod without accelerators was refused: %v", err)
 	}
 	t.Cleanup(func() { _ = adminCS.CoreV1().Pods(ns).Delete(context.Background(), "plain", metav1.DeleteOptions{}) })
+	// Nor can a debug container bring the variables in later, even an
+	// admin's (edit may not add one at all).
+	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		running, err := adminCS.CoreV1().Pods(ns).Get(ctx, "plain", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		running.Spec.EphemeralContainers = append(running.Spec.EphemeralContainers, corev1.EphemeralContainer{EphemeralContainerCommon: corev1.EphemeralContainerCommon{
+			Name: "debug", Image: "busybox:1", Env: []corev1.EnvVar{{Name: "NVIDIA_VISIBLE_DEVICES", Value: "all"}},
+		}})
+		_, err = adminCS.CoreV1().Pods(ns).UpdateEphemeralContainers(ctx, "plain", running, metav1.UpdateOptions{})
+		return err
+	})
+	if want := "pod plain: spec.containers[].env: container debug: NVIDIA_VISIBLE_DEVICES"; !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), want) {
+		t.Errorf("a debug container with NVIDIA_VISIBLE_DEVICES: %v; want 403 saying %q", err, want)
+	}
 
 	// kiln-controller still makes an Instance's Pod there.
 	mustKubectl(t, tenant(tenantA), instance("through-kiln", ns, "h100", "busybox:1"), "create", "-f", "-")
@@ -417,4 +501,57 @@ func TestInstanceCannotPickCardsByEnv(t *testing.T) {
 	if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "spec.env[0].name: Forbidden: LD_PRELOAD is read by the dynamic loader") {
 		t.Fatalf("patch adding LD_PRELOAD: %v; want 422 naming spec.env[0].name", err)
 	}
+}
+
+// TestDeletedCreateFreesItsCharge (issue O, class 10): a Claim created and
+// deleted at once, before the Budget's recount could list it, gives its
+// charge back as soon as the recount sees the delete, not when the charge
+// in flight would have expired (30 s): with a Budget of one card, the
+// tenant's next Claim is admitted well before that.
+func TestDeletedCreateFreesItsCharge(t *testing.T) {
+	t.Parallel()
+	ns := "e2e-charge-gone"
+	controllerNamespace(t, ns)
+	// A type whose pool is empty: its Claims wait, charged, and hold no card.
+	mustKubectl(t, admin(), `apiVersion: gpu.kiln.dev/v1alpha1
+kind: InstanceType
+metadata: {name: charge-gone}
+spec:
+  accelerator: {vendor: nvidia, model: NVIDIA-CHARGE-GONE, memory: 80Gi, maxPerInstance: 8}
+  resourcesPerCard: {cpu: "1", memory: 1Gi}
+  nodeSelector: {kiln.dev/pool: charge-gone-none}
+---
+apiVersion: gpu.kiln.dev/v1alpha1
+kind: Budget
+metadata: {name: one, namespace: `+ns+`}
+spec: {hard: {accelerators: "1"}}
+`, "apply", "-f", "-")
+	t.Cleanup(func() { kubectl(admin(), "", "delete", "instancetype", "charge-gone", "--wait=false") })
+	claims := tenantKiln(t, tenantA).GpuV1alpha1().Claims(ns)
+	ctx := context.Background()
+	claim := func(name string) *gpuv1.Claim {
+		return &gpuv1.Claim{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+			Spec: gpuv1.ClaimSpec{Type: "charge-gone", Accelerators: ptr.To[int32](1)}}
+	}
+	created, err := claims.Create(ctx, claim("gone"), metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := claims.Delete(ctx, "gone", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// The charge in flight would expire 30 s after the create.
+	deadline := created.CreationTimestamp.Add(25 * time.Second)
+	var last error
+	for time.Now().Before(deadline) {
+		if _, last = claims.Create(ctx, claim("next"), metav1.CreateOptions{}); last == nil {
+			return
+		}
+		if !apierrors.IsForbidden(last) {
+			t.Fatal(last)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	b, _ := kilnAdmin(t).GpuV1alpha1().Budgets(ns).Get(ctx, "one", metav1.GetOptions{})
+	t.Fatalf("the next Claim was still refused 25 s after the first was created and deleted: %v; budget status %+v", last, b.Status)
 }

@@ -296,3 +296,77 @@ func send(t *testing.T, client *http.Client, host, method, path string, body []b
 	}
 	return resp.StatusCode, string(data[:min(len(data), 200)])
 }
+
+// TestIsolationOutsideKiln (issue O): what else the edit role reaches in a
+// tenant namespace that could get cards, outrank other tenants or take
+// another's traffic. A DaemonSet (which reaches every node) gets no Pod
+// that asks the runtime for cards, and its refusals say why; DRA claims,
+// Services with external IPs and PriorityClasses are refused.
+func TestIsolationOutsideKiln(t *testing.T) {
+	t.Parallel()
+	ns := tenantA
+	for _, tc := range []struct{ name, manifest, want string }{
+		{"a ResourceClaimTemplate", `apiVersion: resource.k8s.io/v1
+kind: ResourceClaimTemplate
+metadata: {name: iso-gpu}
+spec:
+  spec:
+    devices:
+      requests: [{name: gpu, exactly: {deviceClassName: gpu.example.com}}]
+`, "ResourceClaimTemplate iso-gpu: in namespace " + ns + " accelerators come only through Kiln, and DRA claims would get cards no Budget sees"},
+		{"a ResourceClaim", `apiVersion: resource.k8s.io/v1
+kind: ResourceClaim
+metadata: {name: iso-gpu}
+spec:
+  devices:
+    requests: [{name: gpu, exactly: {deviceClassName: gpu.example.com}}]
+`, "ResourceClaim iso-gpu: in namespace " + ns + " accelerators come only through Kiln"},
+		{"a Service with an external IP", `apiVersion: v1
+kind: Service
+metadata: {name: iso-capture}
+spec:
+  ports: [{port: 22}]
+  externalIPs: [192.0.2.10]
+`, "Use of external IPs is denied by admission control"},
+		{"a PriorityClass", `apiVersion: scheduling.k8s.io/v1
+kind: PriorityClass
+metadata: {name: iso-top}
+value: 1000000000
+`, `cannot create resource "priorityclasses" in API group "scheduling.k8s.io" at the cluster scope`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := kubectl(tenant(tenantA), tc.manifest, "create", "-n", ns, "-f", "-")
+			if err == nil || !strings.Contains(err.Error(), "forbidden") || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("create: %v; want forbidden, saying %q", err, tc.want)
+			}
+		})
+	}
+
+	t.Run("a DaemonSet", func(t *testing.T) {
+		mustKubectl(t, tenant(tenantA), `apiVersion: apps/v1
+kind: DaemonSet
+metadata: {name: iso-everywhere}
+spec:
+  selector: {matchLabels: {app: iso-everywhere}}
+  template:
+    metadata: {labels: {app: iso-everywhere}}
+    spec:
+      containers:
+      - name: main
+        image: busybox:1
+        env: [{name: NVIDIA_VISIBLE_DEVICES, value: all}]
+`, "create", "-n", ns, "-f", "-")
+		t.Cleanup(func() { kubectl(tenant(tenantA), "", "delete", "daemonset", "iso-everywhere", "-n", ns, "--wait=false") })
+		want := "container main: NVIDIA_VISIBLE_DEVICES: container runtimes and GPU sharing layers read these"
+		waitFor(t, "the DaemonSet's refusal in its events", time.Minute,
+			func(ctx context.Context) (string, error) {
+				return kubectl(tenant(tenantA), "", "get", "events", "-n", ns,
+					"--field-selector=involvedObject.name=iso-everywhere,reason=FailedCreate", "-o=jsonpath={.items[*].message}")
+			},
+			func(events string) bool { return strings.Contains(events, want) },
+			func(events string) any { return events })
+		if pods := mustKubectl(t, tenant(tenantA), "", "get", "pods", "-n", ns, "-l", "app=iso-everywhere", "-o=name"); pods != "" {
+			t.Errorf("the DaemonSet has Pods: %s", pods)
+		}
+	})
+}

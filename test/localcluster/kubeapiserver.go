@@ -52,8 +52,9 @@ func (c *Cluster) startAPIServer(ctx context.Context) error {
 		"--client-ca-file=" + c.pki.ca.CertFile,
 		"--authorization-mode=Node,RBAC",
 		// A kubelet (real-0's) may then change only its own Node and the
-		// Pods bound to it.
-		"--enable-admission-plugins=NodeRestriction",
+		// Pods bound to it; no Service may claim an external IP, with which
+		// a tenant would capture traffic meant for another's node port.
+		"--enable-admission-plugins=NodeRestriction,DenyServiceExternalIPs",
 		"--service-cluster-ip-range=10.96.0.0/16",
 		"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
 		"--service-account-key-file=" + saKey,

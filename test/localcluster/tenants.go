@@ -2,6 +2,7 @@ package localcluster
 
 import (
 	"context"
+	"encoding/json"
 	"time"
 
 	authorizationv1 "k8s.io/api/authorization/v1"
@@ -9,6 +10,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 )
 
 // LabelAccelerators on a namespace, set to AcceleratorsKilnOnly, binds the
@@ -19,13 +21,28 @@ const (
 	AcceleratorsKilnOnly = "kiln-only"
 )
 
+// LabelPodSecurity enforces a Pod Security level in a namespace. Tenant
+// namespaces are at baseline: no privileged containers, host namespaces or
+// host paths, whoever makes the Pod (a privileged Instance there needs the
+// admin to lower it as well as the grant).
+const LabelPodSecurity = "pod-security.kubernetes.io/enforce"
+
 // createTenants gives each tenant a namespace labelled for the accelerator
-// policy, the standard "edit" role in it, and a kubeconfig with a client certificate for the user. It returns
+// policy and Pod Security baseline, the standard "edit" role in it, and a kubeconfig with a client certificate for the user. It returns
 // once RBAC aggregation has folded Kiln's rules into "edit".
 func (c *Cluster) createTenants(ctx context.Context) error {
 	for _, t := range c.opts.Tenants {
-		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: t, Labels: map[string]string{LabelAccelerators: AcceleratorsKilnOnly}}}
-		if _, err := c.kube.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: t, Labels: map[string]string{
+			LabelAccelerators: AcceleratorsKilnOnly,
+			LabelPodSecurity:  "baseline",
+		}}}
+		_, err := c.kube.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{})
+		if apierrors.IsAlreadyExists(err) {
+			// A resumed cluster made before a label was added gets it.
+			patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"labels": ns.Labels}})
+			_, err = c.kube.CoreV1().Namespaces().Patch(ctx, t, types.MergePatchType, patch, metav1.PatchOptions{})
+		}
+		if err != nil {
 			return err
 		}
 		rb := &rbacv1.RoleBinding{

@@ -32,3 +32,13 @@ func RuntimeEnvReader(name string) (reader string, reserved bool) {
 	}
 	return "", false
 }
+
+// RuntimeEnvNames lists the reserved names; one ending in "_" is a prefix.
+// The Pod policy of artifacts/policy carries the same list.
+func RuntimeEnvNames() []string {
+	names := make([]string, len(runtimeEnv))
+	for i, e := range runtimeEnv {
+		names[i] = e.name
+	}
+	return names
+}
