@@ -356,7 +356,9 @@ spec:
         image: busybox:1
         env: [{name: NVIDIA_VISIBLE_DEVICES, value: all}]
 `, "create", "-n", ns, "-f", "-")
-		t.Cleanup(func() { kubectl(tenant(tenantA), "", "delete", "daemonset", "iso-everywhere", "-n", ns, "--wait=false") })
+		t.Cleanup(func() {
+			kubectl(tenant(tenantA), "", "delete", "daemonset", "iso-everywhere", "-n", ns, "--wait=false")
+		})
 		want := "container main: NVIDIA_VISIBLE_DEVICES: container runtimes and GPU sharing layers read these"
 		waitFor(t, "the DaemonSet's refusal in its events", time.Minute,
 			func(ctx context.Context) (string, error) {
