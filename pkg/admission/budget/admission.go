@@ -422,18 +422,40 @@ func restrict(c, hard gpu.BudgetResourceList) gpu.BudgetResourceList {
 }
 
 // withPending records a charge, replacing an earlier one of the object,
-// which it returns.
+// which it returns. An earlier charge against the same resourceVersion is
+// another update still in flight: only one of the two can be stored, and
+// either may be, so the entry keeps the larger of the two charges of each
+// key. (It used to keep the later one: a recount before the larger was
+// stored then counted too little, and a third write could over-commit.)
+// An earlier one against another version has landed, or lost, already.
 func withPending(list []gpu.BudgetCharge, c gpu.BudgetCharge) ([]gpu.BudgetCharge, *gpu.BudgetCharge) {
 	out := make([]gpu.BudgetCharge, 0, len(list)+1)
 	var replaced *gpu.BudgetCharge
 	for i, e := range list {
 		if e.UID == c.UID {
 			replaced = &list[i]
+			if e.ResourceVersion == c.ResourceVersion {
+				c.Charge = largest(e.Charge, c.Charge)
+			}
 			continue
 		}
 		out = append(out, e)
 	}
 	return append(out, c), replaced
+}
+
+// largest is, for each key of a or b, the larger of the two.
+func largest(a, b gpu.BudgetResourceList) gpu.BudgetResourceList {
+	out := make(gpu.BudgetResourceList, len(a)+len(b))
+	for k, q := range a {
+		out[k] = q.DeepCopy()
+	}
+	for k, q := range b {
+		if have, ok := out[k]; !ok || q.Cmp(have) > 0 {
+			out[k] = q.DeepCopy()
+		}
+	}
+	return out
 }
 
 // refund takes back a charge made moments ago, when a later Budget refused
