@@ -344,6 +344,20 @@ func TestAdversarialCharges(t *testing.T) {
 		}
 	})
 
+	// Issue O: the Budget counts an Instance's spec, while its Pod holds
+	// what it was built with until it is gone. A shrink would have freed
+	// the difference at once for another Instance to spend.
+	t.Run("a running Instance cannot free cards its Pod holds by shrinking", func(t *testing.T) {
+		mustKubectl(t, kc, strings.Replace(instance("wide", ns, "l4", "busybox:1"), "accelerators: 1", "accelerators: 2", 1), "create", "-f", "-")
+		t.Cleanup(func() { kubectl(kc, "", "delete", "instance", "wide", "-n", ns, "--ignore-not-found", "--wait=false") })
+		waitInstance(t, ns, "wide", 90*time.Second, "Ready", phaseIs(gpuv1.InstanceReady))
+		const shrink = "spec.resources: Forbidden: the Instance is running or still stopping, and its Pod holds 2 accelerators until it is gone, so its accelerators may grow but not become 1 accelerators; stop it, wait for phase Stopped, then change them and start it"
+		refused(t, "", shrink, "patch", "instance", "wide", "-n", ns, "--type=merge", "-p", `{"spec":{"resources":{"accelerators":1}}}`)
+		refused(t, "", shrink, "patch", "instance", "wide", "-n", ns, "--type=merge", "-p", `{"spec":{"stopped":true,"resources":{"accelerators":1}}}`)
+		mustKubectlGPU(t, kc, "stop", "wide", "-n", ns, "--wait")
+		mustKubectl(t, kc, "", "patch", "instance", "wide", "-n", ns, "--type=merge", "-p", `{"spec":{"resources":{"accelerators":1}}}`)
+	})
+
 	t.Run("class 6: stopped Instances and their node ports are counted; a stop is never refused", func(t *testing.T) {
 		budget(t, ns, "ports", "instances: \"2\"\n    nodeports: \"3\"")
 		withPorts := func(name string, n int) string {

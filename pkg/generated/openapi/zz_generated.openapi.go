@@ -18526,7 +18526,7 @@ func schema_pkg_apis_gpu_v1alpha1_InstanceSpec(ref common.ReferenceCallback) com
 					},
 					"resources": {
 						SchemaProps: spec.SchemaProps{
-							Description: "resources is the accelerator share and host resources. Set exactly one of accelerators, slice or partition; cpu, memory and ephemeralStorage are filled from the InstanceType when left empty.",
+							Description: "resources is the accelerator share and host resources. Set exactly one of accelerators, slice or partition; cpu, memory and ephemeralStorage are filled from the InstanceType when left empty. While the Instance runs or is stopping, its accelerators may grow but not shrink or change kind: its Pod holds the old ones until it is gone. Stop it first.",
 							Default:     map[string]interface{}{},
 							Ref:         ref(v1alpha1.InstanceResources{}.OpenAPIModelName()),
 						},

@@ -279,7 +279,10 @@ type InstanceSpec struct {
 	Env []corev1.EnvVar `json:"env,omitempty" protobuf:"bytes,7,rep,name=env"`
 	// resources is the accelerator share and host resources. Set exactly one
 	// of accelerators, slice or partition; cpu, memory and ephemeralStorage
-	// are filled from the InstanceType when left empty.
+	// are filled from the InstanceType when left empty. While the Instance
+	// runs or is stopping, its accelerators may grow but not shrink or
+	// change kind: its Pod holds the old ones until it is gone. Stop it
+	// first.
 	// +optional
 	Resources InstanceResources `json:"resources,omitempty" protobuf:"bytes,8,opt,name=resources"`
 	// ports exposed on a NodePort Service owned by the Instance, at most 8:

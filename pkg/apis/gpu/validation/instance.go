@@ -14,6 +14,7 @@ import (
 
 	"kiln.dev/kiln/pkg/apis/gpu"
 	"kiln.dev/kiln/pkg/apis/gpu/v1alpha1"
+	"kiln.dev/kiln/pkg/domain/accounting"
 )
 
 // maxFileMode is 0777: the permission bits a volume file may carry.
@@ -55,7 +56,39 @@ func ValidateInstanceUpdate(obj, old *gpu.Instance) field.ErrorList {
 		allErrs = append(allErrs, field.Invalid(specPath.Child("claimName"), obj.Spec.ClaimName,
 			fmt.Sprintf("field is immutable (it was %q); delete and recreate the Instance to move it to another Claim", old.Spec.ClaimName)))
 	}
-	return allErrs
+	return append(allErrs, validateHeldAccelerators(obj, old, specPath.Child("resources"))...)
+}
+
+// validateHeldAccelerators refuses to lower, or change the kind of, the
+// accelerators of an Instance that may still have a Pod on them
+// (accounting.InstanceHolds): the Pod keeps the old ones until it is
+// rebuilt or gone, while the Budget would count the new request at once,
+// and a tenant could spend the difference twice. Growing is charged before
+// it is stored, so a running Instance may grow.
+func validateHeldAccelerators(obj, old *gpu.Instance, fldPath *field.Path) field.ErrorList {
+	o, n := old.Spec.Resources, obj.Spec.Resources
+	sameKind := o.Partition == n.Partition && apiequality.Semantic.DeepEqual(o.Slice, n.Slice) &&
+		(o.Accelerators == nil) == (n.Accelerators == nil)
+	asks := n.Accelerators != nil || n.Slice != nil || n.Partition != ""
+	if !asks || !accounting.InstanceHolds(old) || sameKind && (o.Accelerators == nil || *n.Accelerators >= *o.Accelerators) {
+		return nil
+	}
+	return field.ErrorList{field.Forbidden(fldPath, fmt.Sprintf(
+		"the Instance is running or still stopping, and its Pod holds %s until it is gone, so its accelerators may grow but not become %s; stop it, wait for phase Stopped, then change them and start it",
+		describeAccelerators(o), describeAccelerators(n)))}
+}
+
+// describeAccelerators says what an Instance's resources ask for.
+func describeAccelerators(r gpu.InstanceResources) string {
+	switch {
+	case r.Partition != "":
+		return fmt.Sprintf("partition %s", r.Partition)
+	case r.Slice != nil:
+		return fmt.Sprintf("a %d%% slice", r.Slice.MemoryPercent)
+	case r.Accelerators != nil:
+		return fmt.Sprintf("%d accelerators", *r.Accelerators)
+	}
+	return "no accelerators"
 }
 
 // ValidateInstanceStatusUpdate validates an update of an Instance's status.

@@ -440,6 +440,16 @@ func TestValidateInstance(t *testing.T) {
 	}
 }
 
+// stoppedAt makes the stored Instance of TestValidateInstanceUpdate a
+// stopped one at generation 3, whose phase the controller reported for
+// generation observed.
+func stoppedAt(phase gpu.InstancePhase, observed int64) func(*gpu.Instance) {
+	return func(o *gpu.Instance) {
+		o.Spec.Stopped, o.Generation = true, 3
+		o.Status.Phase, o.Status.ObservedGeneration = phase, observed
+	}
+}
+
 func TestValidateInstanceUpdate(t *testing.T) {
 	cases := []struct {
 		name string
@@ -467,11 +477,30 @@ func TestValidateInstanceUpdate(t *testing.T) {
 			o.Spec.Env = append(o.Spec.Env, corev1.EnvVar{Name: "NVIDIA_VISIBLE_DEVICES", Value: "all"})
 		},
 			want: field.ErrorList{{Type: field.ErrorTypeForbidden, Field: "spec.env[3].name"}}},
-		{name: "new image and share", mutate: func(o *gpu.Instance) {
+		{name: "new image and share of a stopped Instance", old: stoppedAt(gpu.InstanceStopped, 3), mutate: func(o *gpu.Instance) {
 			o.Spec.Image = "nvcr.io/nvidia/pytorch:24.06-py3"
 			o.Spec.Resources.Accelerators = nil
 			o.Spec.Resources.Slice = &gpu.SliceRequest{MemoryPercent: 25, CoresPercent: 25}
 		}},
+		// Its Pod holds the old accelerators until it is gone, while the
+		// Budget would count the new request at once.
+		{name: "a running Instance may grow", mutate: func(o *gpu.Instance) { o.Spec.Resources.Accelerators = ptr.To[int32](4) }},
+		{name: "a running Instance may not shrink", mutate: func(o *gpu.Instance) { o.Spec.Resources.Accelerators = ptr.To[int32](1) },
+			want: field.ErrorList{{Type: field.ErrorTypeForbidden, Field: "spec.resources"}}},
+		{name: "a running Instance may not turn into a slice", mutate: func(o *gpu.Instance) {
+			o.Spec.Resources.Accelerators = nil
+			o.Spec.Resources.Slice = &gpu.SliceRequest{MemoryPercent: 25, CoresPercent: 25}
+		},
+			want: field.ErrorList{{Type: field.ErrorTypeForbidden, Field: "spec.resources"}}},
+		{name: "nor shrink in the write that stops it", mutate: func(o *gpu.Instance) {
+			o.Spec.Stopped, o.Spec.Resources.Accelerators = true, ptr.To[int32](1)
+		},
+			want: field.ErrorList{{Type: field.ErrorTypeForbidden, Field: "spec.resources"}}},
+		{name: "nor while it is stopping", old: stoppedAt(gpu.InstanceStopping, 3), mutate: func(o *gpu.Instance) { o.Spec.Resources.Accelerators = ptr.To[int32](1) },
+			want: field.ErrorList{{Type: field.ErrorTypeForbidden, Field: "spec.resources"}}},
+		{name: "nor when the controller has not seen the stop", old: stoppedAt(gpu.InstanceStopped, 2), mutate: func(o *gpu.Instance) { o.Spec.Resources.Accelerators = ptr.To[int32](1) },
+			want: field.ErrorList{{Type: field.ErrorTypeForbidden, Field: "spec.resources"}}},
+		{name: "a stopped Instance may shrink", old: stoppedAt(gpu.InstanceStopped, 3), mutate: func(o *gpu.Instance) { o.Spec.Resources.Accelerators = ptr.To[int32](1) }},
 		{name: "type is immutable", mutate: func(o *gpu.Instance) { o.Spec.Type = "a100-40gb" },
 			want: field.ErrorList{{Type: field.ErrorTypeInvalid, Field: "spec.type"}}},
 		{name: "claimName is immutable", mutate: func(o *gpu.Instance) { o.Spec.ClaimName = "other" },

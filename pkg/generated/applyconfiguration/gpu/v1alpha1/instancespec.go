@@ -48,7 +48,10 @@ type InstanceSpecApplyConfiguration struct {
 	Env []corev1.EnvVarApplyConfiguration `json:"env,omitempty"`
 	// resources is the accelerator share and host resources. Set exactly one
 	// of accelerators, slice or partition; cpu, memory and ephemeralStorage
-	// are filled from the InstanceType when left empty.
+	// are filled from the InstanceType when left empty. While the Instance
+	// runs or is stopping, its accelerators may grow but not shrink or
+	// change kind: its Pod holds the old ones until it is gone. Stop it
+	// first.
 	Resources *InstanceResourcesApplyConfiguration `json:"resources,omitempty"`
 	// ports exposed on a NodePort Service owned by the Instance, at most 8:
 	// each holds a node port of the cluster while the Instance exists.
