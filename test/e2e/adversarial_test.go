@@ -344,6 +344,27 @@ func TestAdversarialCharges(t *testing.T) {
 		}
 	})
 
+	// Issue O, class 2: the garbage collector would take the owner
+	// reference off the Pod, and kiln-controller, no longer finding it as
+	// the Instance's, would let the Instance and its charge go while the
+	// Pod ran on.
+	t.Run("class 2: no delete orphans an Instance's or a Claim's Pod", func(t *testing.T) {
+		mustKubectl(t, kc, instance("orphan-me", ns, "l4", "busybox:1")+"---\n"+claimManifest("orphan-me", ns, "l4", "  accelerators: 1\n"), "create", "-f", "-")
+		t.Cleanup(func() {
+			kubectl(kc, "", "delete", "instance,claim", "orphan-me", "-n", ns, "--ignore-not-found", "--wait=false")
+		})
+		for _, kind := range []string{"Instance", "Claim"} {
+			want := fmt.Sprintf(`is forbidden: propagationPolicy Orphan would detach the %[1]s's Pod from it, and the Pod would run on uncharged once the %[1]s is gone; delete with propagationPolicy Background (kubectl's default) or Foreground`, kind)
+			for _, who := range []string{kc, admin()} {
+				if _, err := kubectl(who, "", "delete", strings.ToLower(kind), "orphan-me", "-n", ns, "--cascade=orphan"); err == nil || !strings.Contains(err.Error(), want) {
+					t.Errorf("delete --cascade=orphan of the %s: %v; want refused: %q", kind, err, want)
+				}
+			}
+			refused(t, "", `metadata.finalizers: "orphan" would have the garbage collector detach the `+kind+`'s Pod from it`,
+				"patch", strings.ToLower(kind), "orphan-me", "-n", ns, "--type=merge", "-p", `{"metadata":{"finalizers":["orphan"]}}`)
+		}
+	})
+
 	// Issue O: the Budget counts an Instance's spec, while its Pod holds
 	// what it was built with until it is gone. A shrink would have freed
 	// the difference at once for another Instance to spend.

@@ -10,6 +10,12 @@
 // kiln-controller's ClusterRole has instances/finalizers and
 // claims/finalizers; cluster admins have every verb, and so keep the
 // escape hatch of removing a finalizer by hand.
+//
+// It also refuses the garbage collector's "orphan" finalizer on them, and
+// the deletes that add it (propagationPolicy Orphan, orphanDependents,
+// `kubectl delete --cascade=orphan`): the collector would take the owner
+// reference off the Pod, kiln-controller would no longer find it as the
+// object's, and the Pod would run on, uncharged, once the object was gone.
 package kilnfinalizers
 
 import (
@@ -20,6 +26,7 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apiserver/pkg/admission"
 	genericinit "k8s.io/apiserver/pkg/admission/initializer"
 	"k8s.io/apiserver/pkg/authorization/authorizer"
@@ -32,9 +39,9 @@ const PluginName = "KilnFinalizers"
 
 // guarded is kiln-controller's finalizer of each resource, and what it
 // waits for, for the refusal.
-var guarded = map[string]struct{ finalizer, waitsFor string }{
-	"instances": {gpu.InstanceFinalizer, "once the Instance's Pod and Service are gone"},
-	"claims":    {gpu.ClaimFinalizer, "once the Claim's holder Pod is gone and no Instance runs on it"},
+var guarded = map[string]struct{ kind, finalizer, waitsFor string }{
+	"instances": {"Instance", gpu.InstanceFinalizer, "once the Instance's Pod and Service are gone"},
+	"claims":    {"Claim", gpu.ClaimFinalizer, "once the Claim's holder Pod is gone and no Instance runs on it"},
 }
 
 // Register registers the plugin.
@@ -55,7 +62,7 @@ var (
 
 // New returns the plugin.
 func New() *Plugin {
-	return &Plugin{Handler: admission.NewHandler(admission.Update)}
+	return &Plugin{Handler: admission.NewHandler(admission.Create, admission.Update, admission.Delete)}
 }
 
 // SetAuthorizer takes the server's authorizer.
@@ -73,14 +80,24 @@ func (p *Plugin) ValidateInitialization() error {
 // requester may update <resource>/finalizers.
 func (p *Plugin) Validate(ctx context.Context, a admission.Attributes, _ admission.ObjectInterfaces) error {
 	g, ok := guarded[a.GetResource().Resource]
-	if !ok || a.GetResource().Group != gpu.GroupName || a.GetOldObject() == nil {
+	if !ok || a.GetResource().Group != gpu.GroupName || a.GetSubresource() != "" {
 		return nil
 	}
-	oldMeta, err := meta.Accessor(a.GetOldObject())
+	if a.GetOperation() == admission.Delete {
+		return refuseOrphaning(a, g.kind)
+	}
+	newMeta, err := meta.Accessor(a.GetObject())
 	if err != nil {
 		return apierrors.NewBadRequest(err.Error())
 	}
-	newMeta, err := meta.Accessor(a.GetObject())
+	if slices.Contains(newMeta.GetFinalizers(), metav1.FinalizerOrphanDependents) {
+		return admission.NewForbidden(a, fmt.Errorf("metadata.finalizers: %q would have the garbage collector detach the %s's Pod from it, and the Pod run on uncharged once the %s is gone; remove it",
+			metav1.FinalizerOrphanDependents, g.kind, g.kind))
+	}
+	if a.GetOldObject() == nil {
+		return nil
+	}
+	oldMeta, err := meta.Accessor(a.GetOldObject())
 	if err != nil {
 		return apierrors.NewBadRequest(err.Error())
 	}
@@ -110,4 +127,24 @@ func (p *Plugin) Validate(ctx context.Context, a admission.Attributes, _ admissi
 		msg += " (" + why + ")"
 	}
 	return admission.NewForbidden(a, fmt.Errorf("%s", msg))
+}
+
+// refuseOrphaning refuses a delete that asks the garbage collector to
+// orphan the object's dependents.
+func refuseOrphaning(a admission.Attributes, kind string) error {
+	opts, ok := a.GetOperationOptions().(*metav1.DeleteOptions)
+	if !ok || opts == nil {
+		return nil
+	}
+	field := ""
+	switch {
+	case opts.PropagationPolicy != nil && *opts.PropagationPolicy == metav1.DeletePropagationOrphan:
+		field = "propagationPolicy Orphan"
+	case opts.PropagationPolicy == nil && opts.OrphanDependents != nil && *opts.OrphanDependents:
+		field = "orphanDependents"
+	default:
+		return nil
+	}
+	return admission.NewForbidden(a, fmt.Errorf("%s would detach the %s's Pod from it, and the Pod would run on uncharged once the %s is gone; delete with propagationPolicy Background (kubectl's default) or Foreground",
+		field, kind, kind))
 }

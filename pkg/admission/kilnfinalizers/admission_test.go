@@ -12,6 +12,7 @@ import (
 	"k8s.io/apiserver/pkg/admission"
 	"k8s.io/apiserver/pkg/authentication/user"
 	"k8s.io/apiserver/pkg/authorization/authorizer"
+	"k8s.io/utils/ptr"
 
 	"kiln.dev/kiln/pkg/apis/gpu"
 )
@@ -108,5 +109,58 @@ func TestValidateAuthorizerError(t *testing.T) {
 	var status apierrors.APIStatus
 	if err := p.Validate(context.Background(), a, nil); !errors.As(err, &status) || status.Status().Code != http.StatusInternalServerError {
 		t.Fatalf("error %v, want 500", err)
+	}
+}
+
+// TestOrphaning: the garbage collector's orphan finalizer, and the deletes
+// that add it, are refused on Instances and Claims, for everyone.
+func TestOrphaning(t *testing.T) {
+	orphan, background := metav1.DeletePropagationOrphan, metav1.DeletePropagationBackground
+	instance := func(finalizers ...string) *gpu.Instance {
+		return &gpu.Instance{ObjectMeta: metav1.ObjectMeta{Name: "train", Namespace: "team-a", Finalizers: finalizers}}
+	}
+	for _, tc := range []struct {
+		name     string
+		resource string
+		op       admission.Operation
+		opts     runtime.Object
+		old, obj runtime.Object
+		wantErr  string
+	}{
+		{name: "kubectl delete --cascade=orphan", resource: "instances", op: admission.Delete,
+			opts: &metav1.DeleteOptions{PropagationPolicy: &orphan}, old: instance(gpu.InstanceFinalizer),
+			wantErr: `instances.gpu.kiln.dev "train" is forbidden: propagationPolicy Orphan would detach the Instance's Pod from it, and the Pod would run on uncharged once the Instance is gone; delete with propagationPolicy Background (kubectl's default) or Foreground`},
+		{name: "the old orphanDependents of a Claim", resource: "claims", op: admission.Delete,
+			opts: &metav1.DeleteOptions{OrphanDependents: ptr.To(true)}, old: instance(),
+			wantErr: `claims.gpu.kiln.dev "train" is forbidden: orphanDependents would detach the Claim's Pod from it, and the Pod would run on uncharged once the Claim is gone; delete with propagationPolicy Background (kubectl's default) or Foreground`},
+		{name: "a background delete", resource: "instances", op: admission.Delete,
+			opts: &metav1.DeleteOptions{PropagationPolicy: &background}, old: instance()},
+		{name: "a delete with no options", resource: "instances", op: admission.Delete,
+			opts: &metav1.DeleteOptions{}, old: instance()},
+		{name: "the finalizer added by an update", resource: "instances", op: admission.Update, opts: &metav1.UpdateOptions{},
+			old: instance(gpu.InstanceFinalizer), obj: instance(gpu.InstanceFinalizer, metav1.FinalizerOrphanDependents),
+			wantErr: `instances.gpu.kiln.dev "train" is forbidden: metadata.finalizers: "orphan" would have the garbage collector detach the Instance's Pod from it, and the Pod run on uncharged once the Instance is gone; remove it`},
+		{name: "the finalizer on a create", resource: "instances", op: admission.Create, opts: &metav1.CreateOptions{},
+			obj:     instance(metav1.FinalizerOrphanDependents),
+			wantErr: `instances.gpu.kiln.dev "train" is forbidden: metadata.finalizers: "orphan" would have the garbage collector detach the Instance's Pod from it, and the Pod run on uncharged once the Instance is gone; remove it`},
+		{name: "a budget's", resource: "budgets", op: admission.Delete,
+			opts: &metav1.DeleteOptions{PropagationPolicy: &orphan}, old: instance()},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := New()
+			p.SetAuthorizer(authorizer.AuthorizerFunc(func(context.Context, authorizer.Attributes) (authorizer.Decision, string, error) {
+				return authorizer.DecisionAllow, "", nil
+			}))
+			a := admission.NewAttributesRecord(tc.obj, tc.old, gpu.Kind("Instance").WithVersion("v1alpha1"), "team-a", "train",
+				gpu.Resource(tc.resource).WithVersion("v1alpha1"), "", tc.op, tc.opts, false,
+				&user.DefaultInfo{Name: "system:masters-admin", Groups: []string{"system:masters"}})
+			err := p.Validate(context.Background(), a, nil)
+			switch {
+			case tc.wantErr == "" && err != nil:
+				t.Fatalf("refused: %v", err)
+			case tc.wantErr != "" && (err == nil || err.Error() != tc.wantErr || !apierrors.IsForbidden(err)):
+				t.Fatalf("error %v\nwant 403 %s", err, tc.wantErr)
+			}
+		})
 	}
 }
