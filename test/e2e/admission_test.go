@@ -152,3 +152,29 @@ func TestDryRunShowsSizing(t *testing.T) {
 		t.Error("the dry run stored the Instance")
 	}
 }
+
+// TestPrivilegeNotRetargeted (issue O, class 6): a tenant may stop, start
+// and relabel the privileged Instance an admin made for them, but any
+// other change of its spec (what it runs, reads, mounts or exposes) asks
+// for the grant again.
+func TestPrivilegeNotRetargeted(t *testing.T) {
+	t.Parallel()
+	ns := "e2e-privilege-retarget"
+	controllerNamespace(t, ns)
+	manifest := strings.Replace(instance("root", ns, "h100", "busybox:1"), "spec:\n", "spec:\n  privileged: true\n  stopped: true\n", 1)
+	mustKubectl(t, admin(), manifest, "create", "-f", "-")
+	kc := tenant(tenantA)
+	want := fmt.Sprintf(`instances.gpu.kiln.dev "root" is forbidden: spec.privileged with a changed spec needs "use" on instances/privileged in namespace %q, which user "tenant-a" does not have`, ns)
+	for _, patch := range []string{
+		`{"spec":{"env":[{"name":"SECRET_FILE","value":"/var/run/secrets/other"}]}}`,
+		`{"spec":{"ports":[{"name":"shell","port":4444}]}}`,
+		`{"spec":{"image":"attacker/miner:1"}}`,
+	} {
+		if _, err := kubectl(kc, "", "patch", "instance", "root", "-n", ns, "--type=merge", "-p", patch); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("patch %s: %v; want refused: %q", patch, err, want)
+		}
+	}
+	mustKubectl(t, kc, "", "label", "instance", "root", "-n", ns, "team=vision")
+	mustKubectl(t, kc, "{}", "create", "--raw", "/apis/gpu.kiln.dev/v1alpha1/namespaces/"+ns+"/instances/root/start", "-f", "-")
+	mustKubectl(t, kc, "{}", "create", "--raw", "/apis/gpu.kiln.dev/v1alpha1/namespaces/"+ns+"/instances/root/stop", "-f", "-")
+}

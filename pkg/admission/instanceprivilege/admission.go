@@ -7,8 +7,8 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"slices"
 
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apiserver/pkg/admission"
 	genericinit "k8s.io/apiserver/pkg/admission/initializer"
@@ -55,24 +55,28 @@ func (p *Plugin) ValidateInitialization() error {
 }
 
 // Validate refuses privilege the requester may not use. Updates are asked
-// about only when they add privilege, so an Instance an admin made
-// privileged can still be stopped or relabelled by its tenant.
+// about when they add privilege or change anything of a privileged
+// Instance's spec but spec.stopped, so an Instance an admin made
+// privileged can still be stopped, started or relabelled by its tenant.
 func (p *Plugin) Validate(ctx context.Context, a admission.Attributes, _ admission.ObjectInterfaces) error {
 	inst, old, err := instancechange.Of(ctx, a, nil)
 	if err != nil || inst == nil {
 		return err
 	}
 	reasons := privileges(inst)
-	switch {
-	case old == nil:
-	case len(reasons) > 0 && runsOtherCode(old, inst):
-		// What runs with the privilege changes: granted for one program,
-		// it is asked again for another.
-		for i := range reasons {
-			reasons[i].field += " with a new image, command or args"
+	if old != nil {
+		if add := added(privileges(old), reasons); len(add) > 0 {
+			reasons = add
+		} else if respecified(old, inst) {
+			// What runs with the privilege, what it reads or mounts or
+			// whom it listens to, changes: granted for one Instance, it
+			// is asked again for another.
+			for i := range reasons {
+				reasons[i].field += " with a changed spec"
+			}
+		} else {
+			reasons = nil
 		}
-	default:
-		reasons = added(privileges(old), reasons)
 	}
 	if len(reasons) == 0 {
 		return nil
@@ -132,11 +136,16 @@ func ptrString[T ~string](p *T) string {
 	return string(*p)
 }
 
-// runsOtherCode says whether the update changes the program the Instance
-// runs.
-func runsOtherCode(old, inst *gpu.Instance) bool {
-	return old.Spec.Image != inst.Spec.Image ||
-		!slices.Equal(old.Spec.Command, inst.Spec.Command) || !slices.Equal(old.Spec.Args, inst.Spec.Args)
+// respecified says whether the update changes the spec beyond a stop or a
+// start, or a drop of spec.privileged: the image, command, args, env,
+// volumes, workspace, ports, resources. (Only the program used to count, and a tenant could point an
+// admin's grant at a new Secret or a new port.)
+func respecified(old, inst *gpu.Instance) bool {
+	spec := inst.Spec
+	spec.Stopped = old.Spec.Stopped
+	// Giving up spec.privileged is always allowed.
+	spec.Privileged = spec.Privileged || old.Spec.Privileged
+	return !apiequality.Semantic.DeepEqual(spec, old.Spec)
 }
 
 // added returns the privileges of now that before did not hold.

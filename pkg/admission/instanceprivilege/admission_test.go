@@ -109,6 +109,14 @@ func withImage(image string) func(*gpu.Instance) {
 	return func(i *gpu.Instance) { i.Spec.Image = image }
 }
 
+func withEnv(name, value string) func(*gpu.Instance) {
+	return func(i *gpu.Instance) { i.Spec.Env = append(i.Spec.Env, corev1.EnvVar{Name: name, Value: value}) }
+}
+
+func withPort(name string, port int32) func(*gpu.Instance) {
+	return func(i *gpu.Instance) { i.Spec.Ports = append(i.Spec.Ports, gpu.InstancePort{Name: name, Port: port}) }
+}
+
 func withArgs(args ...string) func(*gpu.Instance) {
 	return func(i *gpu.Instance) { i.Spec.Args = args }
 }
@@ -188,9 +196,25 @@ func TestValidate(t *testing.T) {
 			old: instance(privileged), obj: instance(privileged, stopped)},
 		{name: "tenant drops privilege", user: "tenant-a",
 			old: instance(privileged, hostPath("dev", "/dev/infiniband")), obj: instance(hostPath("dev", "/dev/infiniband"))},
-		// The hostPath moves from volumes[1] to volumes[2]: the same privilege.
+		// Issue O, class 6: the grant was for that Instance, not for what
+		// else it may mount, read or expose.
 		{name: "tenant adds a volume ahead of an admin-made hostPath", user: "tenant-a",
-			old: instance(hostPath("dev", "/dev/infiniband")), obj: instance(hostPath("dev", "/dev/infiniband"), secretFirst)},
+			old: instance(hostPath("dev", "/dev/infiniband")), obj: instance(hostPath("dev", "/dev/infiniband"), secretFirst),
+			wantAsked: []string{asked("tenant-a", "team-a")},
+			wantCode:  http.StatusForbidden,
+			wantErr:   forbidden + `spec.volumes[2].hostPath (/dev/infiniband) with a changed spec needs "use" on instances/privileged in namespace "team-a", which user "tenant-a" does not have; ` + grant},
+		{name: "tenant adds a variable to an admin-made privileged Instance", user: "tenant-a",
+			old: instance(privileged), obj: instance(privileged, withEnv("TOKEN_FILE", "/host/etc/shadow")),
+			wantAsked: []string{asked("tenant-a", "team-a")},
+			wantCode:  http.StatusForbidden,
+			wantErr:   forbidden + `spec.privileged with a changed spec needs "use" on instances/privileged in namespace "team-a", which user "tenant-a" does not have; ` + grant},
+		{name: "tenant opens a port of an admin-made privileged Instance", user: "tenant-a",
+			old: instance(privileged), obj: instance(privileged, withPort("shell", 4444)),
+			wantAsked: []string{asked("tenant-a", "team-a")},
+			wantCode:  http.StatusForbidden,
+			wantErr:   forbidden + `spec.privileged with a changed spec needs "use" on instances/privileged in namespace "team-a", which user "tenant-a" does not have; ` + grant},
+		{name: "tenant starts and relabels an admin-made privileged Instance", user: "tenant-a",
+			old: instance(privileged, stopped), obj: instance(privileged, relabelled)},
 		{name: "update adding a hostPath", user: "tenant-a",
 			old: instance(), obj: instance(hostPath("dev", "/dev/infiniband")),
 			wantAsked: []string{asked("tenant-a", "team-a")},
@@ -227,12 +251,12 @@ func TestValidate(t *testing.T) {
 			old: instance(privileged), obj: instance(privileged, withImage("attacker/miner:1")),
 			wantAsked: []string{asked("tenant-a", "team-a")},
 			wantCode:  http.StatusForbidden,
-			wantErr:   forbidden + `spec.privileged with a new image, command or args needs "use" on instances/privileged in namespace "team-a", which user "tenant-a" does not have; ` + grant},
+			wantErr:   forbidden + `spec.privileged with a changed spec needs "use" on instances/privileged in namespace "team-a", which user "tenant-a" does not have; ` + grant},
 		{name: "tenant changes the args of an admin-made hostPath Instance", user: "tenant-a",
 			old: instance(hostPath("dev", "/dev/infiniband")), obj: instance(hostPath("dev", "/dev/infiniband"), withArgs("-c", "cat /host/dev/*")),
 			wantAsked: []string{asked("tenant-a", "team-a")},
 			wantCode:  http.StatusForbidden,
-			wantErr:   forbidden + `spec.volumes[1].hostPath (/dev/infiniband) with a new image, command or args needs "use" on instances/privileged in namespace "team-a", which user "tenant-a" does not have; ` + grant},
+			wantErr:   forbidden + `spec.volumes[1].hostPath (/dev/infiniband) with a changed spec needs "use" on instances/privileged in namespace "team-a", which user "tenant-a" does not have; ` + grant},
 		{name: "tenant swaps the image of an unprivileged Instance", user: "tenant-a",
 			old: instance(), obj: instance(withImage("other:1"))},
 		{name: "update making it privileged, allowed user", user: "admin",
