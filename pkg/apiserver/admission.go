@@ -21,6 +21,7 @@ import (
 	"k8s.io/apiserver/pkg/registry/rest"
 	genericapiserver "k8s.io/apiserver/pkg/server"
 	genericoptions "k8s.io/apiserver/pkg/server/options"
+	kubeinformers "k8s.io/client-go/informers"
 	restclient "k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
 
@@ -129,7 +130,9 @@ type kilnClients struct {
 	budgetStorage atomic.Pointer[rest.Lister]
 }
 
-func newKilnClients(loopback *restclient.Config) (*kilnClients, error) {
+// newKilnClients connects to the server itself; kube is the cluster's
+// informers, nil in standalone mode.
+func newKilnClients(loopback *restclient.Config, kube kubeinformers.SharedInformerFactory) (*kilnClients, error) {
 	if loopback == nil {
 		return nil, fmt.Errorf("no loopback client configuration")
 	}
@@ -146,7 +149,7 @@ func newKilnClients(loopback *restclient.Config) (*kilnClients, error) {
 		return nil, err
 	}
 	factory := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithTransform(slimObject))
-	budgets, err := budgetloop.NewReconciler(client, factory)
+	budgets, err := budgetloop.NewReconciler(client, factory, kube)
 	if err != nil {
 		return nil, err
 	}

@@ -68,7 +68,7 @@ func NewOptions(out io.Writer) *Options {
 	o.RecommendedOptions.Etcd.WatchCacheSizes = []string{"budgets.gpu.kiln.dev#0"}
 	configureAdmission(o.RecommendedOptions.Admission)
 	o.RecommendedOptions.ExtraAdmissionInitializers = func(c *genericapiserver.RecommendedConfig) ([]admission.PluginInitializer, error) {
-		k, err := newKilnClients(c.LoopbackClientConfig)
+		k, err := newKilnClients(c.LoopbackClientConfig, c.SharedInformerFactory)
 		if err != nil {
 			return nil, err
 		}

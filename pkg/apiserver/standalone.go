@@ -139,7 +139,7 @@ func (s *StandaloneOptions) applyTo(ctx context.Context, ro *genericoptions.Reco
 	c.Authorization.Authorizer = authorizerfactory.NewPrivilegedGroups(user.SystemPrivilegedGroup)
 	genericapiserver.AuthorizeClientBearerToken(c.LoopbackClientConfig, &c.Authentication, &c.Authorization)
 
-	k, err := newKilnClients(c.LoopbackClientConfig)
+	k, err := newKilnClients(c.LoopbackClientConfig, nil)
 	if err != nil {
 		return nil, err
 	}

@@ -91,9 +91,12 @@ func (c *capacity) run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	rows, err := capacities(ctx, clients, ns)
+	rows, warnings, err := capacities(ctx, clients, ns)
 	if err != nil {
 		return err
+	}
+	for _, w := range warnings {
+		fmt.Fprintf(c.IO.ErrOut, "Warning: %s\n", w)
 	}
 	if c.output != "" {
 		return writeStructured(c.IO.Out, c.output, rows)
@@ -124,14 +127,24 @@ func (c *capacity) run(ctx context.Context) error {
 
 // capacities composes the rows from the InstanceTypes and the namespace's
 // Budgets, charging each with the arithmetic admission uses.
-func capacities(ctx context.Context, c *Clients, ns string) ([]TypeCapacity, error) {
+// Budgets that cannot see all that runs, or could not price it, are
+// warned about.
+func capacities(ctx context.Context, c *Clients, ns string) ([]TypeCapacity, []string, error) {
 	types, err := c.Kiln.GpuV1alpha1().InstanceTypes().List(ctx, metav1.ListOptions{})
 	if err != nil {
-		return nil, fmt.Errorf("listing InstanceTypes: %w", err)
+		return nil, nil, fmt.Errorf("listing InstanceTypes: %w", err)
 	}
 	budgets, err := c.Kiln.GpuV1alpha1().Budgets(ns).List(ctx, metav1.ListOptions{})
 	if err != nil {
-		return nil, fmt.Errorf("listing the Budgets of namespace %q: %w", ns, err)
+		return nil, nil, fmt.Errorf("listing the Budgets of namespace %q: %w", ns, err)
+	}
+	var warnings []string
+	for _, b := range budgets.Items {
+		for _, cond := range b.Status.Conditions {
+			if (cond.Type == v1alpha1.BudgetConditionGuarded || cond.Type == v1alpha1.BudgetConditionCounted) && cond.Status == metav1.ConditionFalse {
+				warnings = append(warnings, fmt.Sprintf("budget/%s: %s", b.Name, cond.Message))
+			}
+		}
 	}
 	var rows []TypeCapacity
 	for i := range types.Items {
@@ -151,7 +164,7 @@ func capacities(ctx context.Context, c *Clients, ns string) ([]TypeCapacity, err
 		}
 		rows = append(rows, row)
 	}
-	return rows, nil
+	return rows, warnings, nil
 }
 
 // chargeOf is what one new Instance of the request charges a Budget, and

@@ -2,8 +2,10 @@ package kubectlgpu
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"kiln.dev/kiln/pkg/apis/gpu/v1alpha1"
@@ -84,5 +86,27 @@ func TestCapacityRefusesUnknownOutput(t *testing.T) {
 	f := newFixture(t, nil)
 	if _, _, err := f.run(t, "capacity", "-o", "wide"); err == nil {
 		t.Error("capacity -o wide succeeded; want an error naming json and yaml")
+	}
+}
+
+// TestCapacityWarnsOfBlindBudgets (issue O, class 9): a Budget whose
+// namespace the Pod policy does not guard, or that could not price an
+// object, is warned about on stderr; the table stays as it is.
+func TestCapacityWarnsOfBlindBudgets(t *testing.T) {
+	blind := budget("team", map[string]string{"accelerators": "4"}, map[string]string{"accelerators": "1"})
+	blind.Status.Conditions = []metav1.Condition{
+		{Type: v1alpha1.BudgetConditionGuarded, Status: metav1.ConditionFalse, Reason: v1alpha1.BudgetReasonNamespaceNotGuarded, Message: "namespace team-a is not labelled"},
+		{Type: v1alpha1.BudgetConditionCounted, Status: metav1.ConditionTrue, Reason: v1alpha1.BudgetReasonAllPriced, Message: "every Instance and Claim"},
+	}
+	f := newFixture(t, objs(h100(5), blind))
+	out, errOut, err := f.run(t, "capacity", "-n", ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "Warning: budget/team: namespace team-a is not labelled\n"; errOut != want {
+		t.Errorf("stderr %q, want %q", errOut, want)
+	}
+	if !strings.Contains(out, "budget/team:accelerators") {
+		t.Errorf("table:\n%s", out)
 	}
 }

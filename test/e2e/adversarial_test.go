@@ -590,3 +590,35 @@ spec: {hard: {accelerators: "1"}}
 	b, _ := kilnAdmin(t).GpuV1alpha1().Budgets(ns).Get(ctx, "one", metav1.GetOptions{})
 	t.Fatalf("the next Claim was still refused 25 s after the first was created and deleted: %v; budget status %+v", last, b.Status)
 }
+
+// TestBudgetSaysWhetherItIsGuarded (issue O, class 9): a Budget in a
+// namespace the Pod policy does not guard says so, and kubectl gpu
+// capacity warns of it, until an admin labels the namespace.
+func TestBudgetSaysWhetherItIsGuarded(t *testing.T) {
+	t.Parallel()
+	ns := "e2e-unguarded"
+	controllerNamespace(t, ns)
+	mustKubectl(t, admin(), "apiVersion: gpu.kiln.dev/v1alpha1\nkind: Budget\nmetadata: {name: blind, namespace: "+ns+"}\nspec: {hard: {accelerators: \"2\"}}\n", "create", "-f", "-")
+	guarded := func(status metav1.ConditionStatus) func(*gpuv1.Budget) bool {
+		return func(b *gpuv1.Budget) bool {
+			c := meta.FindStatusCondition(b.Status.Conditions, gpuv1.BudgetConditionGuarded)
+			return c != nil && c.Status == status
+		}
+	}
+	get := func(ctx context.Context) (*gpuv1.Budget, error) {
+		return kilnAdmin(t).GpuV1alpha1().Budgets(ns).Get(ctx, "blind", metav1.GetOptions{})
+	}
+	b := waitFor(t, "Guarded=False", 30*time.Second, get, guarded(metav1.ConditionFalse), func(b *gpuv1.Budget) any { return b.Status.Conditions })
+	want := "namespace " + ns + " is not labelled gpu.kiln.dev/accelerators=kiln-only, so Pods there may get accelerators without Kiln, and this Budget does not count them; a cluster admin guards it with: kubectl label namespace " + ns + " gpu.kiln.dev/accelerators=kiln-only"
+	if c := meta.FindStatusCondition(b.Status.Conditions, gpuv1.BudgetConditionGuarded); c.Message != want || c.Reason != gpuv1.BudgetReasonNamespaceNotGuarded {
+		t.Errorf("condition %+v, want reason %s and message %q", c, gpuv1.BudgetReasonNamespaceNotGuarded, want)
+	}
+	if _, errOut, err := kubectlGPU(t, tenant(tenantA), "capacity", "-n", ns); err != nil || !strings.Contains(errOut, "Warning: budget/blind: "+want) {
+		t.Errorf("kubectl gpu capacity: %v; stderr %q, want the warning", err, errOut)
+	}
+	mustKubectl(t, admin(), "", "label", "namespace", ns, localcluster.LabelAccelerators+"="+localcluster.AcceleratorsKilnOnly)
+	waitFor(t, "Guarded=True once labelled", 30*time.Second, get, guarded(metav1.ConditionTrue), func(b *gpuv1.Budget) any { return b.Status.Conditions })
+	if _, errOut, err := kubectlGPU(t, tenant(tenantA), "capacity", "-n", ns); err != nil || strings.Contains(errOut, "Warning") {
+		t.Errorf("kubectl gpu capacity once guarded: %v; stderr %q, want no warning", err, errOut)
+	}
+}

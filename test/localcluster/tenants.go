@@ -11,14 +11,16 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	gpuv1 "kiln.dev/kiln/pkg/apis/gpu/v1alpha1"
 )
 
 // LabelAccelerators on a namespace, set to AcceleratorsKilnOnly, binds the
 // policy of artifacts/policy/accelerator-pods.yaml there: only Kiln makes
 // Pods that ask for accelerators. Every tenant namespace carries it.
 const (
-	LabelAccelerators    = "gpu.kiln.dev/accelerators"
-	AcceleratorsKilnOnly = "kiln-only"
+	LabelAccelerators    = gpuv1.LabelAccelerators
+	AcceleratorsKilnOnly = gpuv1.AcceleratorsKilnOnly
 )
 
 // LabelPodSecurity enforces a Pod Security level in a namespace. Tenant

@@ -140,6 +140,7 @@ func refuseOrphaning(a admission.Attributes, kind string) error {
 	switch {
 	case opts.PropagationPolicy != nil && *opts.PropagationPolicy == metav1.DeletePropagationOrphan:
 		field = "propagationPolicy Orphan"
+	//lint:ignore SA1019 deprecated, but the API server still honours it.
 	case opts.PropagationPolicy == nil && opts.OrphanDependents != nil && *opts.OrphanDependents:
 		field = "orphanDependents"
 	default:

@@ -131,6 +131,7 @@ func TestOrphaning(t *testing.T) {
 			opts: &metav1.DeleteOptions{PropagationPolicy: &orphan}, old: instance(gpu.InstanceFinalizer),
 			wantErr: `instances.gpu.kiln.dev "train" is forbidden: propagationPolicy Orphan would detach the Instance's Pod from it, and the Pod would run on uncharged once the Instance is gone; delete with propagationPolicy Background (kubectl's default) or Foreground`},
 		{name: "the old orphanDependents of a Claim", resource: "claims", op: admission.Delete,
+			//lint:ignore SA1019 deprecated, but the API server still honours it.
 			opts: &metav1.DeleteOptions{OrphanDependents: ptr.To(true)}, old: instance(),
 			wantErr: `claims.gpu.kiln.dev "train" is forbidden: orphanDependents would detach the Claim's Pod from it, and the Pod would run on uncharged once the Claim is gone; delete with propagationPolicy Background (kubectl's default) or Foreground`},
 		{name: "a background delete", resource: "instances", op: admission.Delete,

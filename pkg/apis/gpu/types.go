@@ -760,6 +760,11 @@ type BudgetStatus struct {
 	// +listType=map
 	// +listMapKey=uid
 	Pending []BudgetCharge `json:"pending,omitempty"`
+	// conditions: Guarded and Counted.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
 }
 
 // BudgetCharge is one admitted charge whose write is in flight.

@@ -17703,11 +17703,32 @@ func schema_pkg_apis_gpu_v1alpha1_BudgetStatus(ref common.ReferenceCallback) com
 							},
 						},
 					},
+					"conditions": {
+						VendorExtensible: spec.VendorExtensible{
+							Extensions: spec.Extensions{
+								"x-kubernetes-list-map-keys": []interface{}{
+									"type",
+								},
+								"x-kubernetes-list-type": "map",
+							},
+						},
+						SchemaProps: spec.SchemaProps{
+							Description: "conditions say what the Budget can and cannot see. Guarded is False when the namespace lacks the label gpu.kiln.dev/accelerators=kiln-only that binds the Pod policy: Pods there may then get accelerators without Kiln, and no Budget counts them. Counted is False when an object could not be priced by its InstanceType (a partition profile removed from the type since); it is then counted as the whole cards it runs on, and the message names it.",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Ref: ref(metav1.Condition{}.OpenAPIModelName()),
+									},
+								},
+							},
+						},
+					},
 				},
 			},
 		},
 		Dependencies: []string{
-			resource.Quantity{}.OpenAPIModelName(), v1alpha1.BudgetCharge{}.OpenAPIModelName()},
+			resource.Quantity{}.OpenAPIModelName(), metav1.Condition{}.OpenAPIModelName(), v1alpha1.BudgetCharge{}.OpenAPIModelName()},
 	}
 }
 

@@ -9,18 +9,26 @@ package budget
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
+	kubeinformers "k8s.io/client-go/informers"
+	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
 
 	"kiln.dev/kiln/pkg/apis/gpu"
 	"kiln.dev/kiln/pkg/apis/gpu/v1alpha1"
@@ -50,7 +58,10 @@ type Reconciler struct {
 	// Claims there trigger a recount.
 	budgets listers.BudgetLister
 	types   listers.InstanceTypeLister
-	queue   *queue.Queue[string]
+	// namespaces says whether a Budget's namespace is guarded by the Pod
+	// policy; nil without a cluster (standalone), where no Pod runs.
+	namespaces corelisters.NamespaceLister
+	queue      *queue.Queue[string]
 
 	// PendingTTL is how long a charge whose object is not seen stored is
 	// kept. A write takes milliseconds after admission; a request is cut
@@ -73,8 +84,9 @@ type Reconciler struct {
 	gone map[types.UID]time.Time
 }
 
-// NewReconciler registers its event handlers on the factory's informers.
-func NewReconciler(client versioned.Interface, f informers.SharedInformerFactory) (*Reconciler, error) {
+// NewReconciler registers its event handlers on the factories' informers;
+// kube is nil without a cluster.
+func NewReconciler(client versioned.Interface, f informers.SharedInformerFactory, kube kubeinformers.SharedInformerFactory) (*Reconciler, error) {
 	gpuInformers := f.Gpu().V1alpha1()
 	r := &Reconciler{
 		client:     client,
@@ -95,6 +107,22 @@ func NewReconciler(client versioned.Interface, f informers.SharedInformerFactory
 	}
 	if err := queue.Watch(r.queue, kilninformers.ToTypedClaimInformer(gpuInformers.Claims()).TypedInformer(), byNamespace[*v1alpha1.Claim](r)); err != nil {
 		return nil, err
+	}
+	if kube != nil {
+		namespaces := kube.Core().V1().Namespaces()
+		r.namespaces = namespaces.Lister()
+		// The label that guards a namespace comes and goes.
+		if _, err := namespaces.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+			UpdateFunc: func(old, obj any) {
+				o, ok1 := old.(*corev1.Namespace)
+				n, ok2 := obj.(*corev1.Namespace)
+				if ok1 && ok2 && o.Labels[v1alpha1.LabelAccelerators] != n.Labels[v1alpha1.LabelAccelerators] {
+					r.enqueueNamespace(n.Name)
+				}
+			},
+		}); err != nil {
+			return nil, err
+		}
 	}
 	// A type's card memory is in every charge of its objects.
 	if err := queue.Watch(r.queue, kilninformers.ToTypedInstanceTypeInformer(gpuInformers.InstanceTypes()).TypedInformer(), kilninformers.InstanceTypeHandlerFuncs{
@@ -198,7 +226,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, ns string) (time.Duration, e
 	if err := v1alpha1.Convert_v1alpha1_BudgetList_To_gpu_BudgetList(read, &budgets, nil); err != nil {
 		return 0, fmt.Errorf("budgets of namespace %s: %w", ns, err)
 	}
-	objects, err := r.storedCharges(ctx, ns)
+	objects, unpriced, err := r.storedCharges(ctx, ns)
+	if err != nil {
+		return 0, err
+	}
+	guarded, err := r.guarded(ns)
 	if err != nil {
 		return 0, err
 	}
@@ -229,11 +261,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, ns string) (time.Duration, e
 				requeueAfter = left
 			}
 		}
-		if apiequality.Semantic.DeepEqual(used, b.Status.Used) && len(kept) == len(b.Status.Pending) {
+		conditions := r.conditions(b, ns, guarded, unpriced)
+		if apiequality.Semantic.DeepEqual(used, b.Status.Used) && len(kept) == len(b.Status.Pending) &&
+			apiequality.Semantic.DeepEqual(conditions, b.Status.Conditions) {
 			continue
 		}
 		updated := b.DeepCopy()
-		updated.Status.Used, updated.Status.Pending = used, kept
+		updated.Status.Used, updated.Status.Pending, updated.Status.Conditions = used, kept, conditions
 		if err := r.updateStatus(ctx, updated); err != nil {
 			// A conflict means a charge landed meanwhile: start over.
 			return 0, err
@@ -244,6 +278,53 @@ func (r *Reconciler) Reconcile(ctx context.Context, ns string) (time.Duration, e
 		requeueAfter += time.Second
 	}
 	return requeueAfter, nil
+}
+
+// guarded says whether the namespace carries the label that binds the Pod
+// policy; nil when that cannot be known (no cluster, or the namespace is
+// gone).
+func (r *Reconciler) guarded(ns string) (*bool, error) {
+	if r.namespaces == nil {
+		return nil, nil
+	}
+	n, err := r.namespaces.Get(ns)
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	g := n.Labels[v1alpha1.LabelAccelerators] == v1alpha1.AcceleratorsKilnOnly
+	return &g, nil
+}
+
+// conditions are b's conditions after this recount: whether its namespace
+// is guarded, and whether every object could be priced.
+func (r *Reconciler) conditions(b *gpu.Budget, ns string, guarded *bool, unpriced []string) []metav1.Condition {
+	out := slices.Clone(b.Status.Conditions)
+	now := metav1.NewTime(r.now())
+	set := func(c metav1.Condition) {
+		c.ObservedGeneration, c.LastTransitionTime = b.Generation, now
+		meta.SetStatusCondition(&out, c)
+	}
+	switch {
+	case guarded == nil:
+	case *guarded:
+		set(metav1.Condition{Type: v1alpha1.BudgetConditionGuarded, Status: metav1.ConditionTrue, Reason: v1alpha1.BudgetReasonNamespaceGuarded,
+			Message: fmt.Sprintf("namespace %s is labelled %s=%s: only Kiln makes Pods that get accelerators there", ns, v1alpha1.LabelAccelerators, v1alpha1.AcceleratorsKilnOnly)})
+	default:
+		set(metav1.Condition{Type: v1alpha1.BudgetConditionGuarded, Status: metav1.ConditionFalse, Reason: v1alpha1.BudgetReasonNamespaceNotGuarded,
+			Message: fmt.Sprintf("namespace %[1]s is not labelled %[2]s=%[3]s, so Pods there may get accelerators without Kiln, and this Budget does not count them; a cluster admin guards it with: kubectl label namespace %[1]s %[2]s=%[3]s",
+				ns, v1alpha1.LabelAccelerators, v1alpha1.AcceleratorsKilnOnly)})
+	}
+	if len(unpriced) == 0 {
+		set(metav1.Condition{Type: v1alpha1.BudgetConditionCounted, Status: metav1.ConditionTrue, Reason: v1alpha1.BudgetReasonAllPriced,
+			Message: "every Instance and Claim of the namespace is priced by its InstanceType"})
+	} else {
+		set(metav1.Condition{Type: v1alpha1.BudgetConditionCounted, Status: metav1.ConditionFalse, Reason: v1alpha1.BudgetReasonUnpriced,
+			Message: strings.Join(unpriced, "; ")})
+	}
+	return out
 }
 
 // updateStatus writes the status of a Budget the loop recomputed.
@@ -273,27 +354,37 @@ func (r *Reconciler) settled(p gpu.BudgetCharge, objects map[types.UID]stored) b
 
 // storedCharges reads the charge of every stored Instance and Claim of the
 // namespace, including the uncharged ones (with an empty charge), by UID.
-func (r *Reconciler) storedCharges(ctx context.Context, ns string) (map[types.UID]stored, error) {
-	out := map[types.UID]stored{}
+//
+// An object its type can no longer price is counted as the whole cards it
+// runs on, and described in unpriced.
+func (r *Reconciler) storedCharges(ctx context.Context, ns string) (out map[types.UID]stored, unpriced []string, err error) {
+	out = map[types.UID]stored{}
 	instances, err := r.client.GpuV1alpha1().Instances(ns).List(ctx, metav1.ListOptions{})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	claims, err := r.client.GpuV1alpha1().Claims(ns).List(ctx, metav1.ListOptions{})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
+	}
+	price := func(kind, name string, req accounting.Request) (gpu.BudgetResourceList, error) {
+		charge, note, err := r.chargeOf(req)
+		if note != "" {
+			unpriced = append(unpriced, fmt.Sprintf("%s %s: %s", kind, name, note))
+		}
+		return charge, err
 	}
 	claimsByName := map[string]*gpu.Claim{}
 	for i := range claims.Items {
 		c := &gpu.Claim{}
 		if err := v1alpha1.Convert_v1alpha1_Claim_To_gpu_Claim(&claims.Items[i], c, nil); err != nil {
-			return nil, fmt.Errorf("claim %s/%s: %w", ns, claims.Items[i].Name, err)
+			return nil, nil, fmt.Errorf("claim %s/%s: %w", ns, claims.Items[i].Name, err)
 		}
 		claimsByName[c.Name] = c
 		s := stored{kind: "Claim", name: c.Name, rv: c.ResourceVersion}
 		if accounting.ClaimCharged(c) {
-			if s.charge, err = r.chargeOf(accounting.ClaimRequest(&c.Spec)); err != nil {
-				return nil, err
+			if s.charge, err = price("Claim", c.Name, accounting.ClaimRequest(&c.Spec)); err != nil {
+				return nil, nil, err
 			}
 		}
 		out[c.UID] = s
@@ -301,33 +392,45 @@ func (r *Reconciler) storedCharges(ctx context.Context, ns string) (map[types.UI
 	for i := range instances.Items {
 		var inst gpu.Instance
 		if err := v1alpha1.Convert_v1alpha1_Instance_To_gpu_Instance(&instances.Items[i], &inst, nil); err != nil {
-			return nil, fmt.Errorf("instance %s/%s: %w", ns, instances.Items[i].Name, err)
+			return nil, nil, fmt.Errorf("instance %s/%s: %w", ns, instances.Items[i].Name, err)
 		}
 		s := stored{kind: "Instance", name: inst.Name, rv: inst.ResourceVersion}
 		var cards gpu.BudgetResourceList
 		req := accounting.InstanceRequest(&inst.Spec)
 		// A Claim that holds covers the cards it carries.
 		if c, ok := claimsByName[inst.Spec.ClaimName]; accounting.InstanceHolds(&inst) && !(ok && accounting.ClaimHolds(c, req)) {
-			if cards, err = r.chargeOf(req); err != nil {
-				return nil, err
+			if cards, err = price("Instance", inst.Name, req); err != nil {
+				return nil, nil, err
 			}
 		}
 		s.charge = accounting.InstanceCharge(&inst.Spec, cards)
 		out[inst.UID] = s
 	}
-	return out, nil
+	return out, unpriced, nil
 }
 
-// chargeOf refuses to guess: without the type the charge is unknown, and a
-// recount that dropped it could let the Budget over-commit.
-func (r *Reconciler) chargeOf(req accounting.Request) (gpu.BudgetResourceList, error) {
+// chargeOf prices a request. One its type can no longer price (a partition
+// profile removed from the type since it was admitted) is priced as the
+// whole cards it runs on, the most it can hold, and note says so: one such
+// object used to fail every recount of its namespace. Without the type at
+// all the charge is unknown, and a recount that dropped it could let the
+// Budget over-commit: that is an error.
+func (r *Reconciler) chargeOf(req accounting.Request) (charge gpu.BudgetResourceList, note string, err error) {
 	t, err := r.types.Get(req.Type)
 	if err != nil {
-		return nil, fmt.Errorf("instancetype %q of a charged object: %w", req.Type, err)
+		return nil, "", fmt.Errorf("instancetype %q of a charged object: %w", req.Type, err)
 	}
 	share, err := accounting.ShareOf(req, t)
-	if err != nil {
-		return nil, err
+	if err == nil {
+		return accounting.Charge(share, t.Name), "", nil
 	}
-	return accounting.Charge(share, t.Name), nil
+	whole := accounting.Request{Type: req.Type, Cards: req.Cards}
+	if whole.Cards == nil {
+		whole.Cards = ptr.To[int32](1)
+	}
+	share, werr := accounting.ShareOf(whole, t)
+	if werr != nil {
+		return nil, "", err
+	}
+	return accounting.Charge(share, t.Name), fmt.Sprintf("%v; counted as %d whole card(s) until it is stopped or changed", err, *whole.Cards), nil
 }

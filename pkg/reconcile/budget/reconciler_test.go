@@ -9,12 +9,16 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	kubeinformers "k8s.io/client-go/informers"
+	kubefake "k8s.io/client-go/kubernetes/fake"
 	core "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
@@ -43,12 +47,18 @@ func list(kv ...string) v1alpha1.BudgetResourceList {
 	return l
 }
 
+// budget is a Budget whose status says every object was priced.
 func budget(name string, hard, used v1alpha1.BudgetResourceList, pending ...v1alpha1.BudgetCharge) *v1alpha1.Budget {
 	return &v1alpha1.Budget{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
 		Spec:       v1alpha1.BudgetSpec{Hard: hard},
-		Status:     v1alpha1.BudgetStatus{Hard: hard, Used: used, Pending: pending},
+		Status: v1alpha1.BudgetStatus{Hard: hard, Used: used, Pending: pending,
+			Conditions: []metav1.Condition{counted(metav1.ConditionTrue, v1alpha1.BudgetReasonAllPriced, "every Instance and Claim of the namespace is priced by its InstanceType")}},
 	}
+}
+
+func counted(status metav1.ConditionStatus, reason, message string) metav1.Condition {
+	return metav1.Condition{Type: v1alpha1.BudgetConditionCounted, Status: status, Reason: reason, Message: message, LastTransitionTime: metav1.NewTime(recountTime)}
 }
 
 // charge is a pending entry for the object named name, made age before
@@ -141,7 +151,7 @@ func newReconciler(t *testing.T, later time.Duration, objects ...runtime.Object)
 	t.Helper()
 	client := fake.NewSimpleClientset(objects...)
 	factory := kilninformers.NewSharedInformerFactory(client, 0)
-	r, err := NewReconciler(client, factory)
+	r, err := NewReconciler(client, factory, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -219,6 +229,9 @@ func checkBudgets(t *testing.T, client *fake.Clientset, before []*v1alpha1.Budge
 		}
 		if !apiequality.Semantic.DeepEqual(got.Pending, w.Pending) {
 			t.Errorf("budget %s: pending %s, want %s", b.Name, pendingText(got.Pending), pendingText(w.Pending))
+		}
+		if w.Conditions != nil && !apiequality.Semantic.DeepEqual(got.Conditions, w.Conditions) {
+			t.Errorf("budget %s: conditions\n%+v\nwant\n%+v", b.Name, got.Conditions, w.Conditions)
 		}
 	}
 }
@@ -367,6 +380,16 @@ func TestReconcileRecount(t *testing.T) {
 			later:  21 * time.Second,
 			want:   map[string]v1alpha1.BudgetStatus{"team": {Used: list("accelerators", "0")}},
 			writes: map[string]int{"team": 1}},
+		// Issue O, class 10: one object used to fail every recount.
+		{name: "an object its type can no longer price is counted as the whole card it runs on, and the Budget says so",
+			objects: []runtime.Object{instance("train", 0, partition("7g.80gb")), instance("other", 2)},
+			budgets: []*v1alpha1.Budget{budget("team", list("accelerators", "8", "accelerator-memory", "640Gi"), list("accelerators", "3", "accelerator-memory", "200Gi"))},
+			want: map[string]v1alpha1.BudgetStatus{"team": {
+				Used: list("accelerators", "3", "accelerator-memory", "240Gi"),
+				Conditions: []metav1.Condition{counted(metav1.ConditionFalse, v1alpha1.BudgetReasonUnpriced,
+					`Instance train: instancetype "h100" has no partition profile "7g.80gb"; counted as 1 whole card(s) until it is stopped or changed`)},
+			}},
+			writes: map[string]int{"team": 1}},
 		{name: "a pending create whose object was deleted before any recount listed it is dropped at once",
 			deleted: []*v1alpha1.Instance{instance("new", 2)},
 			budgets: []*v1alpha1.Budget{budget("team", cards, list("accelerators", "2"),
@@ -485,9 +508,6 @@ func TestReconcileErrors(t *testing.T) {
 		{name: "a held Claim of a missing type",
 			objects: []runtime.Object{claim("hold", "nonesuch", 2, v1alpha1.ClaimBound)},
 			wantErr: `instancetype "nonesuch" of a charged object: instancetype.gpu.kiln.dev "nonesuch" not found`},
-		{name: "a partition profile the type does not have",
-			objects: []runtime.Object{instance("train", 0, partition("7g.80gb"))},
-			wantErr: `instancetype "h100" has no partition profile "7g.80gb"`},
 		{name: "a failed list of Instances",
 			objects: []runtime.Object{instance("train", 2)},
 			verb:    "list", resource: "instances", err: errors.New("etcd is down"),
@@ -537,5 +557,60 @@ func TestDeletedForgotten(t *testing.T) {
 	r.deleted("uid-new")
 	if r.isGone("uid-old") || !r.isGone("uid-new") {
 		t.Errorf("gone %v, want only uid-new", r.gone)
+	}
+}
+
+// TestReconcileGuarded (issue O, class 9): a Budget says whether the Pod
+// policy guards its namespace, so that an admin sees one that counts only
+// what Kiln makes while Pods there could get accelerators without it.
+func TestReconcileGuarded(t *testing.T) {
+	const guardedMsg = "namespace team-a is labelled gpu.kiln.dev/accelerators=kiln-only: only Kiln makes Pods that get accelerators there"
+	const unguardedMsg = "namespace team-a is not labelled gpu.kiln.dev/accelerators=kiln-only, so Pods there may get accelerators without Kiln, and this Budget does not count them; a cluster admin guards it with: kubectl label namespace team-a gpu.kiln.dev/accelerators=kiln-only"
+	for _, tc := range []struct {
+		name   string
+		labels map[string]string
+		absent bool
+		want   *metav1.Condition
+	}{
+		{name: "labelled kiln-only", labels: map[string]string{v1alpha1.LabelAccelerators: v1alpha1.AcceleratorsKilnOnly},
+			want: &metav1.Condition{Type: v1alpha1.BudgetConditionGuarded, Status: metav1.ConditionTrue, Reason: v1alpha1.BudgetReasonNamespaceGuarded, Message: guardedMsg}},
+		{name: "not labelled",
+			want: &metav1.Condition{Type: v1alpha1.BudgetConditionGuarded, Status: metav1.ConditionFalse, Reason: v1alpha1.BudgetReasonNamespaceNotGuarded, Message: unguardedMsg}},
+		{name: "labelled with another value", labels: map[string]string{v1alpha1.LabelAccelerators: "any"},
+			want: &metav1.Condition{Type: v1alpha1.BudgetConditionGuarded, Status: metav1.ConditionFalse, Reason: v1alpha1.BudgetReasonNamespaceNotGuarded, Message: unguardedMsg}},
+		{name: "a namespace not seen yet says nothing", absent: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := budget("team", list("accelerators", "8"), list("accelerators", "0"))
+			client := fake.NewSimpleClientset(b)
+			kube := kubeinformers.NewSharedInformerFactory(kubefake.NewSimpleClientset(), 0)
+			r, err := NewReconciler(client, kilninformers.NewSharedInformerFactory(client, 0), kube)
+			if err != nil {
+				t.Fatal(err)
+			}
+			r.now = func() time.Time { return recountTime }
+			if !tc.absent {
+				if err := kube.Core().V1().Namespaces().Informer().GetIndexer().Add(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns, Labels: tc.labels}}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if _, err := r.Reconcile(context.Background(), ns); err != nil {
+				t.Fatal(err)
+			}
+			obj, err := client.Tracker().Get(budgetsGVR, ns, "team")
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := meta.FindStatusCondition(obj.(*v1alpha1.Budget).Status.Conditions, v1alpha1.BudgetConditionGuarded)
+			if tc.want == nil {
+				if got != nil {
+					t.Fatalf("condition %+v, want none", got)
+				}
+				return
+			}
+			if got == nil || got.Status != tc.want.Status || got.Reason != tc.want.Reason || got.Message != tc.want.Message {
+				t.Fatalf("condition %+v, want %+v", got, tc.want)
+			}
+		})
 	}
 }

@@ -782,7 +782,29 @@ type BudgetStatus struct {
 	// +listType=map
 	// +listMapKey=uid
 	Pending []BudgetCharge `json:"pending,omitempty" protobuf:"bytes,3,rep,name=pending"`
+	// conditions say what the Budget can and cannot see. Guarded is False
+	// when the namespace lacks the label gpu.kiln.dev/accelerators=kiln-only
+	// that binds the Pod policy: Pods there may then get accelerators
+	// without Kiln, and no Budget counts them. Counted is False when an
+	// object could not be priced by its InstanceType (a partition profile
+	// removed from the type since); it is then counted as the whole cards
+	// it runs on, and the message names it.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty" protobuf:"bytes,4,rep,name=conditions"`
 }
+
+// Budget condition types and reasons.
+const (
+	BudgetConditionGuarded = "Guarded"
+	BudgetConditionCounted = "Counted"
+
+	BudgetReasonNamespaceGuarded    = "NamespaceGuarded"
+	BudgetReasonNamespaceNotGuarded = "NamespaceNotGuarded"
+	BudgetReasonAllPriced           = "AllPriced"
+	BudgetReasonUnpriced            = "Unpriced"
+)
 
 // BudgetCharge is one admitted charge whose write is in flight.
 type BudgetCharge struct {

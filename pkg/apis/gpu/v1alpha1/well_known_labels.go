@@ -12,3 +12,11 @@ const (
 	// Pod under its Claim, once, rather than as a Pod of its own.
 	LabelClaim = "gpu.kiln.dev/claim"
 )
+
+// LabelAccelerators on a namespace, set to AcceleratorsKilnOnly, binds the
+// Pod policy of artifacts/policy there: only Kiln makes Pods that get
+// accelerators. A Budget's namespace without it is not Guarded.
+const (
+	LabelAccelerators    = "gpu.kiln.dev/accelerators"
+	AcceleratorsKilnOnly = "kiln-only"
+)

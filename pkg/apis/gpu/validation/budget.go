@@ -6,6 +6,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/resource"
 	apivalidation "k8s.io/apimachinery/pkg/api/validation"
+	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
 	"k8s.io/apimachinery/pkg/types"
 	utilvalidation "k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -59,7 +60,7 @@ func ValidateBudgetStatusUpdate(obj, old *gpu.Budget) field.ErrorList {
 		seen[c.UID] = true
 		allErrs = append(allErrs, validateBudgetResourceList(c.Charge, p.Child("charge"))...)
 	}
-	return allErrs
+	return append(allErrs, metav1validation.ValidateConditions(obj.Status.Conditions, statusPath.Child("conditions"))...)
 }
 
 func validateBudgetResourceList(list gpu.BudgetResourceList, fldPath *field.Path) field.ErrorList {

@@ -19,6 +19,7 @@ limitations under the License.
 package v1alpha1
 
 import (
+	v1 "k8s.io/client-go/applyconfigurations/meta/v1"
 	gpuv1alpha1 "kiln.dev/kiln/pkg/apis/gpu/v1alpha1"
 )
 
@@ -38,6 +39,14 @@ type BudgetStatusApplyConfiguration struct {
 	// state, or the write has had time to fail, so that used can be
 	// recomputed from stored objects without losing a charge in flight.
 	Pending []BudgetChargeApplyConfiguration `json:"pending,omitempty"`
+	// conditions say what the Budget can and cannot see. Guarded is False
+	// when the namespace lacks the label gpu.kiln.dev/accelerators=kiln-only
+	// that binds the Pod policy: Pods there may then get accelerators
+	// without Kiln, and no Budget counts them. Counted is False when an
+	// object could not be priced by its InstanceType (a partition profile
+	// removed from the type since); it is then counted as the whole cards
+	// it runs on, and the message names it.
+	Conditions []v1.ConditionApplyConfiguration `json:"conditions,omitempty"`
 }
 
 // BudgetStatusApplyConfiguration constructs a declarative configuration of the BudgetStatus type for use with
@@ -71,6 +80,19 @@ func (b *BudgetStatusApplyConfiguration) WithPending(values ...*BudgetChargeAppl
 			panic("nil value passed to WithPending")
 		}
 		b.Pending = append(b.Pending, *values[i])
+	}
+	return b
+}
+
+// WithConditions adds the given value to the Conditions field in the declarative configuration
+// and returns the receiver, so that objects can be build by chaining "With" function invocations.
+// If called multiple times, values provided by each call will be appended to the Conditions field.
+func (b *BudgetStatusApplyConfiguration) WithConditions(values ...*v1.ConditionApplyConfiguration) *BudgetStatusApplyConfiguration {
+	for i := range values {
+		if values[i] == nil {
+			panic("nil value passed to WithConditions")
+		}
+		b.Conditions = append(b.Conditions, *values[i])
 	}
 	return b
 }
