@@ -18,6 +18,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+
+	"kiln.dev/kiln/test/localcluster"
 )
 
 // TestIsolationMatrix (issue G): every resource and subresource of
@@ -328,6 +330,15 @@ spec:
   ports: [{port: 22}]
   externalIPs: [192.0.2.10]
 `, "Use of external IPs is denied by admission control"},
+		// Node ports are one range for every tenant: the standard quota
+		// counts them, and refuses load balancers outright here.
+		{"a LoadBalancer Service", `apiVersion: v1
+kind: Service
+metadata: {name: iso-lb}
+spec:
+  type: LoadBalancer
+  ports: [{port: 22}]
+`, "exceeded quota: " + localcluster.TenantQuota},
 		{"a PriorityClass", `apiVersion: scheduling.k8s.io/v1
 kind: PriorityClass
 metadata: {name: iso-top}

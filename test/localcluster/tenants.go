@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
@@ -29,9 +30,31 @@ const (
 // admin to lower it as well as the grant).
 const LabelPodSecurity = "pod-security.kubernetes.io/enforce"
 
+// TenantQuota is the ResourceQuota of each tenant namespace. Node ports
+// are one range for the whole cluster: a tenant who took them all, by
+// hand or through Instances (whose Services count too), would leave none
+// for another's Instances. LoadBalancers, which the local cluster has no
+// provider for, are refused.
+const TenantQuota = "tenant-services"
+
+// TenantNodePorts is the node ports a tenant namespace may hold.
+const TenantNodePorts = 32
+
+func tenantQuota() *corev1.ResourceQuota {
+	return &corev1.ResourceQuota{
+		ObjectMeta: metav1.ObjectMeta{Name: TenantQuota},
+		Spec: corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{
+			corev1.ResourceServicesNodePorts:     *resource.NewQuantity(TenantNodePorts, resource.DecimalSI),
+			corev1.ResourceServicesLoadBalancers: *resource.NewQuantity(0, resource.DecimalSI),
+		}},
+	}
+}
+
 // createTenants gives each tenant a namespace labelled for the accelerator
-// policy and Pod Security baseline, the standard "edit" role in it, and a kubeconfig with a client certificate for the user. It returns
-// once RBAC aggregation has folded Kiln's rules into "edit".
+// policy and Pod Security baseline, the standard "edit" role in it, the
+// quota of TenantQuota, and a kubeconfig with a client certificate for the
+// user. It returns once RBAC aggregation has folded Kiln's rules into
+// "edit" and the quota is counted.
 func (c *Cluster) createTenants(ctx context.Context) error {
 	for _, t := range c.opts.Tenants {
 		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: t, Labels: map[string]string{
@@ -55,6 +78,9 @@ func (c *Cluster) createTenants(ctx context.Context) error {
 		if _, err := c.kube.RbacV1().RoleBindings(t).Create(ctx, rb, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 			return err
 		}
+		if _, err := c.kube.CoreV1().ResourceQuotas(t).Create(ctx, tenantQuota(), metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+			return err
+		}
 		cert, err := c.pki.ca.client(c.pkiDir(), t, t)
 		if err != nil {
 			return err
@@ -76,6 +102,13 @@ func (c *Cluster) createTenants(ctx context.Context) error {
 				return false, err
 			}
 			if !res.Status.Allowed {
+				return false, nil
+			}
+			// Until kube-controller-manager has counted it, the quota
+			// refuses the Services it limits.
+			if q, err := c.kube.CoreV1().ResourceQuotas(t).Get(ctx, TenantQuota, metav1.GetOptions{}); err != nil {
+				return false, err
+			} else if len(q.Status.Hard) == 0 {
 				return false, nil
 			}
 			// Pods need the namespace's default ServiceAccount.
