@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -344,6 +345,40 @@ func TestAdversarialCharges(t *testing.T) {
 		}
 	})
 
+	// Issue O, class 10: an edit of a stopped Instance used to count it as
+	// holding its cards again until kiln-controller looked, uncharged, and
+	// a start right after was charged only beyond that: for free.
+	t.Run("class 10: an edit of a stopped Instance does not make its next start free", func(t *testing.T) {
+		budget(t, ns, "one-card", "accelerators: \"1\"")
+		gpuClient := tenantKiln(t, tenantA).GpuV1alpha1().Instances(ns)
+		mustKubectl(t, kc, instance("resting", ns, "l4", "busybox:1"), "create", "-f", "-")
+		t.Cleanup(func() {
+			kubectl(kc, "", "delete", "instance", "resting", "busy", "-n", ns, "--ignore-not-found", "--wait=false")
+		})
+		waitInstance(t, ns, "resting", 90*time.Second, "Ready", phaseIs(gpuv1.InstanceReady))
+		mustKubectlGPU(t, kc, "stop", "resting", "-n", ns, "--wait")
+		mustKubectl(t, kc, instance("busy", ns, "l4", "busybox:1"), "create", "-f", "-")
+		const full = `exceeds budget "one-card": accelerators used 1 + requested 1 > hard 1`
+		for round := range 5 {
+			ctx := context.Background()
+			err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+				i, err := gpuClient.Get(ctx, "resting", metav1.GetOptions{})
+				if err != nil {
+					return err
+				}
+				i.Spec.Image = fmt.Sprintf("busybox:1.%d", round)
+				_, err = gpuClient.Update(ctx, i, metav1.UpdateOptions{})
+				return err
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := gpuClient.Start(ctx, "resting", &gpuv1.Instance{}, metav1.CreateOptions{}); !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), full) {
+				t.Fatalf("a start right after an edit of the stopped Instance, with the Budget spent on another: %v; want refused with %q", err, full)
+			}
+		}
+	})
+
 	// Issue O, class 2: the garbage collector would take the owner
 	// reference off the Pod, and kiln-controller, no longer finding it as
 	// the Instance's, would let the Instance and its charge go while the
@@ -620,5 +655,137 @@ func TestBudgetSaysWhetherItIsGuarded(t *testing.T) {
 	waitFor(t, "Guarded=True once labelled", 30*time.Second, get, guarded(metav1.ConditionTrue), func(b *gpuv1.Budget) any { return b.Status.Conditions })
 	if _, errOut, err := kubectlGPU(t, tenant(tenantA), "capacity", "-n", ns); err != nil || strings.Contains(errOut, "Warning") {
 		t.Errorf("kubectl gpu capacity once guarded: %v; stderr %q, want no warning", err, errOut)
+	}
+}
+
+// TestChargesHoldUnderRacingWrites (issue O, class 10): two updates of
+// one Instance race from the same resourceVersion (one lands, one
+// conflicts), while other Instances are created and deleted and the raced
+// one is stopped and started again. After every acknowledged write, the
+// cards of the Pods bound in the namespace, read from the Pods, stay
+// within the Budget.
+func TestChargesHoldUnderRacingWrites(t *testing.T) {
+	t.Parallel()
+	ns := "e2e-charge-race"
+	controllerNamespace(t, ns)
+	claimPool(t, "race", "NVIDIA-RACE", "race-0")
+	const hard = 3
+	mustKubectl(t, admin(), fmt.Sprintf("apiVersion: gpu.kiln.dev/v1alpha1\nkind: Budget\nmetadata: {name: three, namespace: %s}\nspec: {hard: {accelerators: \"%d\"}}\n", ns, hard), "create", "-f", "-")
+	instances := tenantKiln(t, tenantA).GpuV1alpha1().Instances(ns)
+	kube, _ := adminClients(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	one := func(name string) *gpuv1.Instance {
+		return &gpuv1.Instance{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+			Spec: gpuv1.InstanceSpec{Type: "race", Image: "busybox:1", Resources: gpuv1.InstanceResources{Accelerators: ptr.To[int32](1)}}}
+	}
+	if _, err := instances.Create(ctx, one("raced"), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { kubectl(admin(), "", "delete", "instances", "--all", "-n", ns, "--wait=false") })
+
+	// bound reads the cards the namespace's bound Pods ask for.
+	var mu sync.Mutex
+	var acked, worst int
+	check := func(what string) {
+		pods, err := kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return
+		}
+		cards := 0
+		var held []string
+		for _, p := range pods.Items {
+			if p.Spec.NodeName == "" || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+				continue
+			}
+			for _, c := range p.Spec.Containers {
+				if q, ok := c.Resources.Limits[localcluster.ResourceGPU]; ok {
+					cards += int(q.Value())
+					held = append(held, fmt.Sprintf("%s:%s", p.Name, q.String()))
+				}
+			}
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		acked++
+		worst = max(worst, cards)
+		if cards > hard {
+			var state []string
+			if insts, err := kilnAdmin(t).GpuV1alpha1().Instances(ns).List(ctx, metav1.ListOptions{}); err == nil {
+				for _, i := range insts.Items {
+					state = append(state, fmt.Sprintf("%s(uid %s, cards %d, stopped %t, %s %d/%d, deleting %t)", i.Name, i.UID[:8],
+						ptr.Deref(i.Spec.Resources.Accelerators, 0), i.Spec.Stopped, i.Status.Phase, i.Status.ObservedGeneration, i.Generation, i.DeletionTimestamp != nil))
+				}
+			}
+			b, _ := kilnAdmin(t).GpuV1alpha1().Budgets(ns).Get(ctx, "three", metav1.GetOptions{})
+			t.Errorf("after %s: the Pods bound hold %d cards > hard %d: %v; Instances %v; budget %+v", what, cards, hard, held, state, b.Status)
+		}
+	}
+
+	var wg sync.WaitGroup
+	// Two updates of "raced" from one read, to 2 and to 3 cards, then a
+	// stop, a shrink back to 1 once Stopped, and a start.
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for round := 0; ctx.Err() == nil && round < 10; round++ {
+			cur, err := instances.Get(ctx, "raced", metav1.GetOptions{})
+			if err != nil {
+				continue
+			}
+			var race sync.WaitGroup
+			for _, n := range []int32{2, 3} {
+				race.Add(1)
+				go func() {
+					defer race.Done()
+					u := cur.DeepCopy()
+					u.Spec.Resources.Accelerators = ptr.To(n)
+					if _, err := instances.Update(ctx, u, metav1.UpdateOptions{}); err == nil {
+						check(fmt.Sprintf("raced to %d cards", n))
+					}
+				}()
+			}
+			race.Wait()
+			if _, err := instances.Stop(ctx, "raced", &gpuv1.Instance{}, metav1.CreateOptions{}); err == nil {
+				check("stop")
+			}
+			_ = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+				i, err := instances.Get(ctx, "raced", metav1.GetOptions{})
+				return err == nil && i.Status.Phase == gpuv1.InstanceStopped && i.Status.ObservedGeneration == i.Generation, nil
+			})
+			_ = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+				i, err := instances.Get(ctx, "raced", metav1.GetOptions{})
+				if err != nil {
+					return err
+				}
+				i.Spec.Resources.Accelerators = ptr.To[int32](1)
+				_, err = instances.Update(ctx, i, metav1.UpdateOptions{})
+				return err
+			})
+			if _, err := instances.Start(ctx, "raced", &gpuv1.Instance{}, metav1.CreateOptions{}); err == nil {
+				check("start")
+			}
+		}
+	}()
+	// Others come and go meanwhile; refusals by the Budget are expected.
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for i := 0; ctx.Err() == nil && i < 60; i++ {
+			name := fmt.Sprintf("other-%d", i%3)
+			if _, err := instances.Create(ctx, one(name), metav1.CreateOptions{}); err == nil {
+				check("create " + name)
+			}
+			time.Sleep(100 * time.Millisecond)
+			gone := fmt.Sprintf("other-%d", (i+1)%3)
+			if err := instances.Delete(ctx, gone, metav1.DeleteOptions{}); err == nil {
+				check("delete " + gone)
+			}
+		}
+	}()
+	wg.Wait()
+	t.Logf("%d acknowledged writes checked; at most %d cards bound at once (hard %d)", acked, worst, hard)
+	if acked < 20 {
+		t.Errorf("only %d writes were acknowledged; the race did not run", acked)
 	}
 }

@@ -192,14 +192,14 @@ func (p *Plugin) request(ctx context.Context, a admission.Attributes) (*request,
 		return nil, err
 	case inst != nil:
 		r.kind, r.name, r.uid = "Instance", inst.Name, inst.UID
-		// A stop, or an edit of a stopped Instance, changes nothing of
-		// what runs: the cards it holds are the old ones until
-		// kiln-controller reports its Pod gone.
-		holder := inst
-		if old != nil && inst.Spec.Stopped {
-			holder = old
-		}
-		cards, err := p.instanceCards(ctx, holder)
+		// Charged is what the reconciler will count once the write is
+		// stored (accounting.InstanceHolds of the new object: a stop
+		// holds its cards until kiln-controller reports its Pod gone),
+		// beyond what it counts now. It used to take a stopped Instance's
+		// cards from the old object: an edit of one the controller had
+		// not yet observed then added cards to the count uncharged, and a
+		// start after it was charged only beyond those, for free.
+		cards, err := p.instanceCards(ctx, inst)
 		if err != nil {
 			return nil, err
 		}

@@ -48,7 +48,22 @@ func (instanceStrategy) PrepareForUpdate(ctx context.Context, obj, old runtime.O
 	newInst.Status = oldInst.Status
 	if !apiequality.Semantic.DeepEqual(newInst.Spec, oldInst.Spec) {
 		newInst.Generation = oldInst.Generation + 1
+		// An edit of an Instance kiln-controller has reported Stopped,
+		// that keeps it stopped, makes no Pod: it stays Stopped. Otherwise
+		// the new generation, not yet observed, would count it as holding
+		// its cards again (accounting.InstanceHolds) without the Budget
+		// plugin having charged anything, and the next start, charged only
+		// beyond that, would run for free.
+		if oldInst.Spec.Stopped && newInst.Spec.Stopped && stoppedAt(oldInst) {
+			newInst.Status.ObservedGeneration = newInst.Generation
+		}
 	}
+}
+
+// stoppedAt says the controller reported the Instance Stopped at its
+// generation: its Pod is gone.
+func stoppedAt(inst *gpu.Instance) bool {
+	return inst.Status.Phase == gpu.InstanceStopped && inst.Status.ObservedGeneration == inst.Generation
 }
 
 func (instanceStrategy) Validate(ctx context.Context, obj runtime.Object) field.ErrorList {

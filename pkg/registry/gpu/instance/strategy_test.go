@@ -33,8 +33,10 @@ func TestStrategyResetsAndGeneration(t *testing.T) {
 	}
 
 	for _, tc := range []struct {
-		name           string
-		status         bool
+		name   string
+		status bool
+		// old changes the stored Instance; the update starts from it.
+		old            func(*gpu.Instance)
 		mutate         func(*gpu.Instance)
 		wantGeneration int64
 		wantSpec       func(old, updated *gpu.Instance) bool
@@ -44,6 +46,34 @@ func TestStrategyResetsAndGeneration(t *testing.T) {
 			wantGeneration: 5,
 			wantSpec:       func(old, u *gpu.Instance) bool { return !apiequality.Semantic.DeepEqual(old.Spec, u.Spec) },
 			wantStatus:     func(old, u *gpu.Instance) bool { return apiequality.Semantic.DeepEqual(old.Status, u.Status) }},
+		// Issue O, class 10: such an edit used to count it as holding its
+		// cards again, uncharged, and the next start ran for free.
+		{name: "an edit of a stopped Instance reported Stopped keeps it Stopped",
+			old: func(o *gpu.Instance) {
+				o.Spec.Stopped, o.Status = true, gpu.InstanceStatus{Phase: gpu.InstanceStopped, ObservedGeneration: 4}
+			},
+			mutate:         func(o *gpu.Instance) { o.Spec.Image = "b" },
+			wantGeneration: 5,
+			wantSpec:       func(old, u *gpu.Instance) bool { return u.Spec.Image == "b" },
+			wantStatus: func(old, u *gpu.Instance) bool {
+				return u.Status.Phase == gpu.InstanceStopped && u.Status.ObservedGeneration == 5
+			}},
+		{name: "a start of a stopped Instance is for the controller to observe",
+			old: func(o *gpu.Instance) {
+				o.Spec.Stopped, o.Status = true, gpu.InstanceStatus{Phase: gpu.InstanceStopped, ObservedGeneration: 4}
+			},
+			mutate:         func(o *gpu.Instance) { o.Spec.Stopped = false },
+			wantGeneration: 5,
+			wantSpec:       func(old, u *gpu.Instance) bool { return !u.Spec.Stopped },
+			wantStatus:     func(old, u *gpu.Instance) bool { return u.Status.ObservedGeneration == 4 }},
+		{name: "an edit of a stopping Instance is for the controller to observe",
+			old: func(o *gpu.Instance) {
+				o.Spec.Stopped, o.Status = true, gpu.InstanceStatus{Phase: gpu.InstanceStopped, ObservedGeneration: 3}
+			},
+			mutate:         func(o *gpu.Instance) { o.Spec.Image = "b" },
+			wantGeneration: 5,
+			wantSpec:       func(old, u *gpu.Instance) bool { return u.Spec.Image == "b" },
+			wantStatus:     func(old, u *gpu.Instance) bool { return u.Status.ObservedGeneration == 3 }},
 		{name: "metadata change keeps generation", mutate: func(o *gpu.Instance) { o.Labels = map[string]string{"a": "b"} },
 			wantGeneration: 4,
 			wantSpec:       func(old, u *gpu.Instance) bool { return apiequality.Semantic.DeepEqual(old.Spec, u.Spec) },
@@ -56,7 +86,11 @@ func TestStrategyResetsAndGeneration(t *testing.T) {
 			}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			old, updated := base(), base()
+			old := base()
+			if tc.old != nil {
+				tc.old(old)
+			}
+			updated := old.DeepCopy()
 			tc.mutate(updated)
 			if tc.status {
 				statusStrategy.PrepareForUpdate(ctx, updated, old)
