@@ -99,7 +99,7 @@ simulated node, allocating devices to the Pods bound to it.`,
 	fs := cmd.Flags()
 	fs.StringVar(&inventory, "inventory", "", "a YAML file of this node's devices, read instead of NVML and again whenever it changes")
 	fs.StringVar(&dir, "device-plugin-dir", pluginapi.DevicePluginPath, "the kubelet's device-plugins directory, where its registration socket is")
-	fs.BoolVar(&cdi, "cdi", false, "also give containers their devices as CDI names (nvidia.com/gpu=<UUID>), for runtimes set up for CDI")
+	fs.BoolVar(&cdi, "cdi", true, "give containers their devices as CDI names (nvidia.com/gpu=<UUID>) as well as in NVIDIA_VISIBLE_DEVICES; the runtime needs NVIDIA's CDI spec (nvidia-ctk cdi generate). With it, NVIDIA's toolkit can be set to ignore NVIDIA_VISIBLE_DEVICES from unprivileged containers, which a tenant's Pod could otherwise set to reach every card. --cdi=false leaves the variable alone to pick the devices")
 	fs.StringVar(&nodeName, "node-name", os.Getenv("NODE_NAME"), "this node's name; with it the agent reports the node's devices and their holders as the NodeDevices of that name")
 	fs.StringVar(&podResources, "pod-resources-socket", DefaultPodResourcesSocket, "the kubelet's pod-resources socket, which says which Pod holds which device")
 	fs.StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig to report with; in-cluster configuration if empty")
