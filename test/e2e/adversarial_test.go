@@ -206,6 +206,16 @@ func TestRawAcceleratorPodRefused(t *testing.T) {
 	if want := "pod plain: spec.containers[].env: container debug: NVIDIA_VISIBLE_DEVICES"; !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), want) {
 		t.Errorf("a debug container with NVIDIA_VISIBLE_DEVICES: %v; want 403 saying %q", err, want)
 	}
+	// An update may add tolerations, which would let a Pending Pod onto a
+	// GPU node: one that adds the GPU taint's is refused, another is not.
+	tolerate := func(key string) string {
+		return fmt.Sprintf(`[{"op":"add","path":"/spec/tolerations/-","value":{"key":%q,"operator":"Exists","effect":"NoSchedule"}}]`, key)
+	}
+	wantTol := "pod plain: spec.tolerations tolerate " + localcluster.TaintGPU + ", which keeps Pods off GPU nodes"
+	if _, err := kubectl(tenant(tenantA), "", "patch", "pod", "plain", "-n", ns, "--type=json", "-p", tolerate(localcluster.TaintGPU)); err == nil || !strings.Contains(err.Error(), wantTol) {
+		t.Errorf("a patch adding the GPU toleration: %v; want refused: %q", err, wantTol)
+	}
+	mustKubectl(t, tenant(tenantA), "", "patch", "pod", "plain", "-n", ns, "--type=json", "-p", tolerate("example.com/maintenance"))
 
 	// kiln-controller still makes an Instance's Pod there.
 	mustKubectl(t, tenant(tenantA), instance("through-kiln", ns, "h100", "busybox:1"), "create", "-f", "-")
