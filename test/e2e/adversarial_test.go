@@ -592,21 +592,13 @@ func TestDeletedCreateFreesItsCharge(t *testing.T) {
 	t.Parallel()
 	ns := "e2e-charge-gone"
 	controllerNamespace(t, ns)
-	// A type whose pool is empty: its Claims wait, charged, and hold no card.
+	// Its Claims wait, charged, and hold no card.
+	emptyPoolType(t, "charge-gone")
 	mustKubectl(t, admin(), `apiVersion: gpu.kiln.dev/v1alpha1
-kind: InstanceType
-metadata: {name: charge-gone}
-spec:
-  accelerator: {vendor: nvidia, model: NVIDIA-CHARGE-GONE, memory: 80Gi, maxPerInstance: 8}
-  resourcesPerCard: {cpu: "1", memory: 1Gi}
-  nodeSelector: {kiln.dev/pool: charge-gone-none}
----
-apiVersion: gpu.kiln.dev/v1alpha1
 kind: Budget
 metadata: {name: one, namespace: `+ns+`}
 spec: {hard: {accelerators: "1"}}
 `, "apply", "-f", "-")
-	t.Cleanup(func() { kubectl(admin(), "", "delete", "instancetype", "charge-gone", "--wait=false") })
 	claims := tenantKiln(t, tenantA).GpuV1alpha1().Claims(ns)
 	ctx := context.Background()
 	claim := func(name string) *gpuv1.Claim {

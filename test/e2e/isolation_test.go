@@ -30,22 +30,17 @@ import (
 // (tenant-a's SelfSubjectAccessReview, which `kubectl auth can-i` asks,
 // and `kubectl auth can-i` itself for the subresources), is refused for
 // the other two identities everywhere, and no response is a redirect.
-// Writes are dry runs.
+// Writes are dry runs. Then what tenant-a could reach outside
+// gpu.kiln.dev: DRA claims, DaemonSets, Services with external IPs or load
+// balancers, PriorityClasses.
 func TestIsolationMatrix(t *testing.T) {
 	t.Parallel()
+	t.Run("outside gpu.kiln.dev", isolationOutsideKiln)
 	ctx := context.Background()
 	adminCS, _ := adminClients(t)
 	// Objects of the admin's to aim at in both tenant namespaces, of a type
 	// whose pool is empty, so nothing here holds cards.
-	mustKubectl(t, admin(), `apiVersion: gpu.kiln.dev/v1alpha1
-kind: InstanceType
-metadata: {name: matrix}
-spec:
-  accelerator: {vendor: nvidia, model: NVIDIA-MATRIX, memory: 80Gi, maxPerInstance: 8}
-  resourcesPerCard: {cpu: "1", memory: 1Gi}
-  nodeSelector: {kiln.dev/pool: matrix-none}
-`, "apply", "-f", "-")
-	t.Cleanup(func() { kubectl(admin(), "", "delete", "instancetype", "matrix", "--wait=false") })
+	emptyPoolType(t, "matrix")
 	for _, ns := range []string{tenantA, tenantB} {
 		mustKubectl(t, admin(), fmt.Sprintf(`apiVersion: gpu.kiln.dev/v1alpha1
 kind: Instance
@@ -299,13 +294,13 @@ func send(t *testing.T, client *http.Client, host, method, path string, body []b
 	return resp.StatusCode, string(data[:min(len(data), 200)])
 }
 
-// TestIsolationOutsideKiln (issue O): what else the edit role reaches in a
-// tenant namespace that could get cards, outrank other tenants or take
-// another's traffic. A DaemonSet (which reaches every node) gets no Pod
-// that asks the runtime for cards, and its refusals say why; DRA claims,
-// Services with external IPs and PriorityClasses are refused.
-func TestIsolationOutsideKiln(t *testing.T) {
-	t.Parallel()
+// isolationOutsideKiln (issue O), the matrix's rows outside gpu.kiln.dev:
+// what else the edit role reaches in a tenant namespace that could get
+// cards, outrank other tenants or take another's traffic. A DaemonSet
+// (which reaches every node) gets no Pod that asks the runtime for cards,
+// and its refusals say why; DRA claims, Services with external IPs and
+// PriorityClasses are refused.
+func isolationOutsideKiln(t *testing.T) {
 	ns := tenantA
 	for _, tc := range []struct{ name, manifest, want string }{
 		{"a ResourceClaimTemplate", `apiVersion: resource.k8s.io/v1
@@ -382,4 +377,20 @@ spec:
 			t.Errorf("the DaemonSet has Pods: %s", pods)
 		}
 	})
+}
+
+// emptyPoolType creates, for the test's life, an InstanceType of whole
+// NVIDIA cards (up to 8) whose pool has no node: what is made of it waits,
+// charged, and holds no card.
+func emptyPoolType(t *testing.T, name string) {
+	t.Helper()
+	mustKubectl(t, admin(), fmt.Sprintf(`apiVersion: gpu.kiln.dev/v1alpha1
+kind: InstanceType
+metadata: {name: %[1]s}
+spec:
+  accelerator: {vendor: nvidia, model: NVIDIA-%[2]s, memory: 80Gi, maxPerInstance: 8}
+  resourcesPerCard: {cpu: "1", memory: 1Gi}
+  nodeSelector: {kiln.dev/pool: %[1]s-none}
+`, name, strings.ToUpper(name)), "apply", "-f", "-")
+	t.Cleanup(func() { kubectl(admin(), "", "delete", "instancetype", name, "--wait=false") })
 }
