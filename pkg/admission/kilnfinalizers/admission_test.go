@@ -78,13 +78,7 @@ func TestValidate(t *testing.T) {
 			a := admission.NewAttributesRecord(tc.obj, tc.old, gpu.Kind("Instance").WithVersion("v1alpha1"), "team-a", m.GetName(),
 				gpu.Resource(tc.resource).WithVersion("v1alpha1"), tc.subresource, admission.Update, &metav1.UpdateOptions{}, false,
 				&user.DefaultInfo{Name: tc.user})
-			err := p.Validate(context.Background(), a, nil)
-			switch {
-			case tc.wantErr == "" && err != nil:
-				t.Fatalf("refused: %v", err)
-			case tc.wantErr != "" && (err == nil || err.Error() != tc.wantErr || !apierrors.IsForbidden(err)):
-				t.Fatalf("error %v\nwant 403 %s", err, tc.wantErr)
-			}
+			wantRefusal(t, p.Validate(context.Background(), a, nil), tc.wantErr)
 			if got := len(asked) > 0; got != tc.wantAsked {
 				t.Fatalf("authorizer asked: %v, want %v", got, tc.wantAsked)
 			}
@@ -155,13 +149,19 @@ func TestOrphaning(t *testing.T) {
 			a := admission.NewAttributesRecord(tc.obj, tc.old, gpu.Kind("Instance").WithVersion("v1alpha1"), "team-a", "train",
 				gpu.Resource(tc.resource).WithVersion("v1alpha1"), "", tc.op, tc.opts, false,
 				&user.DefaultInfo{Name: "system:masters-admin", Groups: []string{"system:masters"}})
-			err := p.Validate(context.Background(), a, nil)
-			switch {
-			case tc.wantErr == "" && err != nil:
-				t.Fatalf("refused: %v", err)
-			case tc.wantErr != "" && (err == nil || err.Error() != tc.wantErr || !apierrors.IsForbidden(err)):
-				t.Fatalf("error %v\nwant 403 %s", err, tc.wantErr)
-			}
+			wantRefusal(t, p.Validate(context.Background(), a, nil), tc.wantErr)
 		})
+	}
+}
+
+// wantRefusal fails the test unless err is the 403 want, or nil when want
+// is empty.
+func wantRefusal(t *testing.T, err error, want string) {
+	t.Helper()
+	switch {
+	case want == "" && err != nil:
+		t.Fatalf("refused: %v", err)
+	case want != "" && (err == nil || err.Error() != want || !apierrors.IsForbidden(err)):
+		t.Fatalf("error %v\nwant 403 %s", err, want)
 	}
 }
