@@ -88,7 +88,7 @@ func sizeAndCharge(t *testing.T, scheme *runtime.Scheme, cardMem, partMem, partN
 	}
 	acc := &v1alpha1.Accelerator{Vendor: "nvidia", Model: "M", Memory: *mem, MaxPerInstance: 64,
 		Exclusive: &v1alpha1.ExclusiveSharing{ResourceName: "nvidia.com/gpu"},
-		Sliced: &v1alpha1.SlicedSharing{ResourceName: "nvidia.com/gpu",
+		Sliced: &v1alpha1.SlicedSharing{Isolation: v1alpha1.SliceIsolationHAMi, ResourceName: "nvidia.com/gpu",
 			MemoryPercentResourceName: "nvidia.com/gpumem-percentage", CoresResourceName: "nvidia.com/gpucores"}}
 	if pm := parse(partMem); pm != nil {
 		acc.Partitions = []v1alpha1.PartitionProfile{{Name: partName, Memory: *pm, ResourceName: "nvidia.com/mig-" + partName}}

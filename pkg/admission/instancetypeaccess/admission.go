@@ -257,6 +257,16 @@ func checkMode(t *v1alpha1.InstanceType, req accounting.Request, resPath *field.
 		if acc.Sliced == nil {
 			return field.ErrorList{field.Forbidden(resPath.Child("slice"), fmt.Sprintf("instancetype %q does not offer slices; ask for whole cards or choose a sliced type", t.Name))}
 		}
+		// An MPS server caps every client of a card at one share, so a
+		// slice is exactly one: a smaller one would be charged less than
+		// it gets, a larger one get less than it is charged.
+		if s := acc.Sliced; s.Isolation == v1alpha1.SliceIsolationMPS && s.SharesPerCard > 0 {
+			share := 100 / s.SharesPerCard
+			if req.SlicePercent != share || (req.SliceCoresPercent != 0 && req.SliceCoresPercent != share) {
+				return field.ErrorList{field.Invalid(resPath.Child("slice"), fmt.Sprintf("memoryPercent %d, coresPercent %d", req.SlicePercent, req.SliceCoresPercent),
+					fmt.Sprintf("instancetype %q cuts each card into %d MPS shares of %d%%: set memoryPercent to %d and leave coresPercent unset (or %d)", t.Name, s.SharesPerCard, share, share, share))}
+			}
+		}
 	case cards:
 		if acc.Exclusive == nil {
 			return field.ErrorList{field.Forbidden(resPath.Child("accelerators"), fmt.Sprintf("instancetype %q does not offer whole cards", t.Name))}

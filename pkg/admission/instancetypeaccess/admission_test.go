@@ -56,6 +56,10 @@ func listedTypes() []runtime.Object {
 			s.Accelerator.Sliced, s.Accelerator.Partitions, s.Accelerator.MaxPerInstance = nil, nil, 2
 		}),
 		instanceType("sliced", func(s *v1alpha1.InstanceTypeSpec) { s.Accelerator.Exclusive, s.Accelerator.Partitions = nil, nil }),
+		instanceType("mps", func(s *v1alpha1.InstanceTypeSpec) {
+			s.Accelerator.Exclusive, s.Accelerator.Partitions = nil, nil
+			s.Accelerator.Sliced = &v1alpha1.SlicedSharing{Isolation: v1alpha1.SliceIsolationMPS, SharesPerCard: 4}
+		}),
 		instanceType("cpu", func(s *v1alpha1.InstanceTypeSpec) { s.Accelerator = nil }),
 		instanceType("held", func(s *v1alpha1.InstanceTypeSpec) { s.Hold = v1alpha1.HoldNew }),
 		instanceType("draining", func(s *v1alpha1.InstanceTypeSpec) { s.Hold = v1alpha1.HoldDrain }),
@@ -315,6 +319,14 @@ func TestValidateInstance(t *testing.T) {
 		{name: "slice on a type without slices", obj: instance(typeName("whole"), slice(25)),
 			wantCode: http.StatusUnprocessableEntity,
 			wantErr:  invalid + `spec.resources.slice: Forbidden: instancetype "whole" does not offer slices; ask for whole cards or choose a sliced type`},
+		{name: "one MPS share", obj: instance(typeName("mps"), slice(25))},
+		{name: "less than an MPS share", obj: instance(typeName("mps"), slice(10)),
+			wantCode: http.StatusUnprocessableEntity,
+			wantErr:  invalid + `spec.resources.slice: Invalid value: "memoryPercent 10, coresPercent 10": instancetype "mps" cuts each card into 4 MPS shares of 25%: set memoryPercent to 25 and leave coresPercent unset (or 25)`},
+		{name: "an MPS share with more compute", obj: instance(typeName("mps"), func(i *gpu.Instance) {
+			i.Spec.Resources.Accelerators, i.Spec.Resources.Slice = nil, &gpu.SliceRequest{MemoryPercent: 25, CoresPercent: 50}
+		}), wantCode: http.StatusUnprocessableEntity,
+			wantErr: invalid + `spec.resources.slice: Invalid value: "memoryPercent 25, coresPercent 50": instancetype "mps" cuts each card into 4 MPS shares of 25%: set memoryPercent to 25 and leave coresPercent unset (or 25)`},
 		{name: "listed partition", obj: instance(partition("1g.10gb"))},
 		{name: "unlisted partition", obj: instance(partition("2g.20gb")),
 			wantCode: http.StatusUnprocessableEntity,

@@ -109,6 +109,17 @@ type ExclusiveSharing struct {
 	ResourceName string `json:"resourceName,omitempty"`
 }
 
+// SliceIsolation is what enforces a slice's share of its card.
+// +enum
+type SliceIsolation string
+
+const (
+	// SliceIsolationHAMi is HAMi's device plugin and CUDA interposer.
+	SliceIsolationHAMi SliceIsolation = "HAMi"
+	// SliceIsolationMPS is Kiln's node agent serving CUDA MPS shares.
+	SliceIsolationMPS SliceIsolation = "MPS"
+)
+
 // SlicedSharing names the resources a sharing device plugin understands.
 type SlicedSharing struct {
 	// resourceName counts the cards a slice sits on. Defaults to "nvidia.com/gpu".
@@ -122,6 +133,20 @@ type SlicedSharing struct {
 	// card's compute in percent. Defaults to "nvidia.com/gpucores".
 	// +optional
 	CoresResourceName string `json:"coresResourceName,omitempty"`
+	// isolation is what keeps a slice to its share of the card. HAMi (the
+	// default) is HAMi's device plugin and CUDA interposer, which read the
+	// memory and cores resources. MPS is Kiln's node agent run with
+	// --mps-shares: it serves each card as sharesPerCard shares of
+	// resourceName, each with a CUDA MPS server whose defaults cap a client
+	// at one share of the card's threads and memory, so every slice of the
+	// type is exactly one share (100/sharesPerCard percent).
+	// +optional
+	Isolation SliceIsolation `json:"isolation,omitempty"`
+	// sharesPerCard is the number of MPS shares the node agent serves each
+	// card as (isolation MPS only): 2, 4, 5, 10, 20 or 25, so that a share
+	// is a whole percentage. It must equal the agent's --mps-shares.
+	// +optional
+	SharesPerCard int32 `json:"sharesPerCard,omitempty"`
 }
 
 // PartitionProfile is one hardware partition profile of a card.
@@ -495,6 +520,17 @@ type InstancePortStatus struct {
 	NodePort int32 `json:"nodePort,omitempty"`
 }
 
+// AllocationIsolation is what keeps an allocation to its share.
+// +enum
+type AllocationIsolation string
+
+const (
+	IsolationExclusive AllocationIsolation = "Exclusive"
+	IsolationMIG       AllocationIsolation = "MIG"
+	IsolationMPS       AllocationIsolation = "MPS"
+	IsolationHAMi      AllocationIsolation = "HAMi"
+)
+
 // AllocationMode is how a device is shared with an Instance.
 // +enum
 type AllocationMode string
@@ -527,6 +563,11 @@ type DeviceAllocation struct {
 	// profile of the partition (Partition).
 	// +optional
 	Profile string `json:"profile,omitempty"`
+	// isolation is what keeps the Instance to its share of the device:
+	// Exclusive (a whole card), MIG (a hardware partition), MPS or HAMi (a
+	// slice, enforced by a CUDA MPS server or by HAMi's interposer).
+	// +optional
+	Isolation AllocationIsolation `json:"isolation,omitempty"`
 }
 
 // +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object

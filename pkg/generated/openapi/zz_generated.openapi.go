@@ -18032,6 +18032,14 @@ func schema_pkg_apis_gpu_v1alpha1_DeviceAllocation(ref common.ReferenceCallback)
 							Format:      "",
 						},
 					},
+					"isolation": {
+						SchemaProps: spec.SchemaProps{
+							Description: "isolation is what keeps the Instance to its share of the device: Exclusive (a whole card), MIG (a hardware partition), MPS or HAMi (a slice, enforced by a CUDA MPS server or by HAMi's interposer).\n\nPossible enum values:\n - `\"Exclusive\"`\n - `\"HAMi\"`\n - `\"MIG\"`\n - `\"MPS\"`",
+							Type:        []string{"string"},
+							Format:      "",
+							Enum:        []interface{}{"Exclusive", "HAMi", "MIG", "MPS"},
+						},
+					},
 				},
 				Required: []string{"device", "mode"},
 			},
@@ -19550,6 +19558,21 @@ func schema_pkg_apis_gpu_v1alpha1_SlicedSharing(ref common.ReferenceCallback) co
 							Description: "coresResourceName is the resource that carries the slice's share of the card's compute in percent. Defaults to \"nvidia.com/gpucores\".",
 							Type:        []string{"string"},
 							Format:      "",
+						},
+					},
+					"isolation": {
+						SchemaProps: spec.SchemaProps{
+							Description: "isolation is what keeps a slice to its share of the card. HAMi (the default) is HAMi's device plugin and CUDA interposer, which read the memory and cores resources. MPS is Kiln's node agent run with --mps-shares: it serves each card as sharesPerCard shares of resourceName, each with a CUDA MPS server whose defaults cap a client at one share of the card's threads and memory, so every slice of the type is exactly one share (100/sharesPerCard percent).\n\nPossible enum values:\n - `\"HAMi\"` is HAMi's device plugin and CUDA interposer.\n - `\"MPS\"` is Kiln's node agent serving CUDA MPS shares.",
+							Type:        []string{"string"},
+							Format:      "",
+							Enum:        []interface{}{"HAMi", "MPS"},
+						},
+					},
+					"sharesPerCard": {
+						SchemaProps: spec.SchemaProps{
+							Description: "sharesPerCard is the number of MPS shares the node agent serves each card as (isolation MPS only): 2, 4, 5, 10, 20 or 25, so that a share is a whole percentage. It must equal the agent's --mps-shares.",
+							Type:        []string{"integer"},
+							Format:      "int32",
 						},
 					},
 				},

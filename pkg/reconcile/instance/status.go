@@ -66,6 +66,9 @@ type observed struct {
 	claim *v1alpha1.Claim
 	// podOverdue says the Pod was to be gone by now and is still there.
 	podOverdue bool
+	// sliceIsolation is what enforces the type's slices, "" when the type
+	// is not known or has none.
+	sliceIsolation v1alpha1.SliceIsolation
 }
 
 type problem struct {
@@ -80,7 +83,7 @@ func computeStatus(o observed) v1alpha1.InstanceStatus {
 	st := v1alpha1.InstanceStatus{
 		Conditions:         append([]metav1.Condition(nil), inst.Status.Conditions...),
 		ObservedGeneration: inst.Generation,
-		Allocations:        allocations(inst, o.pod, o.devices),
+		Allocations:        allocations(inst, o.pod, o.devices, o.sliceIsolation),
 	}
 	for _, p := range inst.Spec.Ports {
 		v1alpha1.SetDefaults_InstancePort(&p)
@@ -278,8 +281,9 @@ func conditionMessage(m string) string {
 }
 
 // allocations are the devices the node agent reports the Pod holds, by
-// index.
-func allocations(inst *v1alpha1.Instance, pod *corev1.Pod, nd *v1alpha1.NodeDevices) []v1alpha1.DeviceAllocation {
+// index, with what keeps the Instance to its share of each; sliced is
+// what the type says enforces its slices.
+func allocations(inst *v1alpha1.Instance, pod *corev1.Pod, nd *v1alpha1.NodeDevices, sliced v1alpha1.SliceIsolation) []v1alpha1.DeviceAllocation {
 	if pod == nil || nd == nil || nd.Name != pod.Spec.NodeName {
 		return nil
 	}
@@ -288,12 +292,14 @@ func allocations(inst *v1alpha1.Instance, pod *corev1.Pod, nd *v1alpha1.NodeDevi
 		if d.Holder == nil || d.Holder.PodUID != pod.UID {
 			continue
 		}
-		a := v1alpha1.DeviceAllocation{Device: d.UUID, Index: d.Index, PCIBusID: d.PCIBusID, Mode: v1alpha1.AllocationExclusive}
+		a := v1alpha1.DeviceAllocation{Device: d.UUID, Index: d.Index, PCIBusID: d.PCIBusID,
+			Mode: v1alpha1.AllocationExclusive, Isolation: v1alpha1.IsolationExclusive}
 		switch s := inst.Spec.Resources.Slice; {
 		case d.Profile != "":
-			a.Mode, a.Profile = v1alpha1.AllocationPartition, d.Profile
+			a.Mode, a.Profile, a.Isolation = v1alpha1.AllocationPartition, d.Profile, v1alpha1.IsolationMIG
 		case s != nil:
 			a.Mode, a.MemoryPercent, a.CoresPercent = v1alpha1.AllocationSlice, s.MemoryPercent, s.CoresPercent
+			a.Isolation = v1alpha1.AllocationIsolation(sliced)
 		}
 		out = append(out, a)
 	}

@@ -268,8 +268,8 @@ func TestComputeStatusReadyInstance(t *testing.T) {
 		PodIPs:             []string{"10.244.1.5", "fd00:10:244::5"},
 		Ports:              []v1alpha1.InstancePortStatus{{Name: "jupyter", Port: 8888, Protocol: corev1.ProtocolTCP, NodePort: 30001}},
 		Allocations: []v1alpha1.DeviceAllocation{
-			{Device: "GPU-a", Index: 1, PCIBusID: "0000:1b:00.0", Mode: v1alpha1.AllocationExclusive},
-			{Device: "GPU-c", Index: 3, PCIBusID: "0000:3b:00.0", Mode: v1alpha1.AllocationExclusive},
+			{Device: "GPU-a", Index: 1, PCIBusID: "0000:1b:00.0", Mode: v1alpha1.AllocationExclusive, Isolation: v1alpha1.IsolationExclusive},
+			{Device: "GPU-c", Index: 3, PCIBusID: "0000:3b:00.0", Mode: v1alpha1.AllocationExclusive, Isolation: v1alpha1.IsolationExclusive},
 		},
 		StartTime: &started,
 	}
@@ -538,16 +538,18 @@ func TestAllocations(t *testing.T) {
 		nd   *v1alpha1.NodeDevices
 		want []v1alpha1.DeviceAllocation
 	}{
+		{"a whole card", sized("h100"), pod, nd("gpu-1", v1alpha1.NodeDevice{UUID: "GPU-a", Index: 2, Holder: mine}),
+			[]v1alpha1.DeviceAllocation{{Device: "GPU-a", Index: 2, Mode: v1alpha1.AllocationExclusive, Isolation: v1alpha1.IsolationExclusive}}},
 		{"a MIG device is a partition", sized("h100"), pod, nd("gpu-1", v1alpha1.NodeDevice{UUID: "MIG-a", Index: 7, Profile: "1g.10gb", Holder: mine}),
-			[]v1alpha1.DeviceAllocation{{Device: "MIG-a", Index: 7, Mode: v1alpha1.AllocationPartition, Profile: "1g.10gb"}}},
+			[]v1alpha1.DeviceAllocation{{Device: "MIG-a", Index: 7, Mode: v1alpha1.AllocationPartition, Profile: "1g.10gb", Isolation: v1alpha1.IsolationMIG}}},
 		{"a slice of a card", sliced, pod, nd("gpu-1", v1alpha1.NodeDevice{UUID: "GPU-a", Holder: mine}),
-			[]v1alpha1.DeviceAllocation{{Device: "GPU-a", Mode: v1alpha1.AllocationSlice, MemoryPercent: 25, CoresPercent: 50}}},
+			[]v1alpha1.DeviceAllocation{{Device: "GPU-a", Mode: v1alpha1.AllocationSlice, MemoryPercent: 25, CoresPercent: 50, Isolation: v1alpha1.IsolationMPS}}},
 		{"another node's report says nothing of this Pod", sized("h100"), pod, nd("gpu-2", v1alpha1.NodeDevice{UUID: "GPU-a", Holder: mine}), nil},
 		{"no Pod, no devices", sized("h100"), nil, nd("gpu-1", v1alpha1.NodeDevice{UUID: "GPU-a", Holder: mine}), nil},
 		{"no report", sized("h100"), pod, nil, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := allocations(tc.inst, tc.pod, tc.nd); !cmp.Equal(got, tc.want) {
+			if got := allocations(tc.inst, tc.pod, tc.nd, v1alpha1.SliceIsolationMPS); !cmp.Equal(got, tc.want) {
 				t.Errorf("got %+v, want %+v", got, tc.want)
 			}
 		})

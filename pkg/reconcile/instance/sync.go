@@ -76,6 +76,9 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) (time.Durat
 		}
 		o.inst = inst
 	}
+	if t != nil && t.Spec.Accelerator != nil && t.Spec.Accelerator.Sliced != nil {
+		o.sliceIsolation = t.Spec.Accelerator.Sliced.Isolation
+	}
 	if conflict := conflictMessage(inst, foreignPod, foreignSvc); conflict != "" {
 		o.problem = &problem{ReasonNameConflict, conflict}
 		if readyReason(inst) != ReasonNameConflict {

@@ -24,6 +24,12 @@ var Funcs = func(codecs runtimeserializer.CodecFactory) []interface{} {
 			if a.Exclusive != nil && a.Exclusive.ResourceName == "" {
 				a.Exclusive.ResourceName = "example.com/gpu"
 			}
+			if a.Sliced != nil && a.Sliced.Isolation == "" {
+				a.Sliced.Isolation = gpu.SliceIsolationHAMi
+			}
+			if a.Sliced != nil && a.Sliced.Isolation == gpu.SliceIsolationMPS && a.Sliced.ResourceName == "" {
+				a.Sliced.ResourceName = "nvidia.com/gpu.shared"
+			}
 			if a.Vendor == "nvidia" {
 				a.Vendor = "nvidia-fuzz"
 			}

@@ -29,7 +29,15 @@ func SetDefaults_Accelerator(obj *Accelerator) {
 	if obj.Exclusive != nil && obj.Exclusive.ResourceName == "" {
 		obj.Exclusive.ResourceName = exclusiveResourceNames[obj.Vendor]
 	}
-	if obj.Sliced != nil && obj.Vendor == "nvidia" {
+	if obj.Sliced != nil && obj.Sliced.Isolation == "" {
+		obj.Sliced.Isolation = SliceIsolationHAMi
+	}
+	if obj.Sliced != nil && obj.Sliced.Isolation == SliceIsolationMPS && obj.Sliced.ResourceName == "" {
+		// NVIDIA's name for a card's shared replicas; under nvidia.com/,
+		// so the Pod policy keeps tenants' own Pods off it.
+		obj.Sliced.ResourceName = "nvidia.com/gpu.shared"
+	}
+	if obj.Sliced != nil && obj.Sliced.Isolation == SliceIsolationHAMi && obj.Vendor == "nvidia" {
 		// HAMi's resource names, the common sharing plugin for NVIDIA cards.
 		if obj.Sliced.ResourceName == "" {
 			obj.Sliced.ResourceName = "nvidia.com/gpu"

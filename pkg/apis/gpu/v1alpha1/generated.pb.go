@@ -791,6 +791,11 @@ func (m *DeviceAllocation) MarshalToSizedBuffer(dAtA []byte) (int, error) {
 	_ = i
 	var l int
 	_ = l
+	i -= len(m.Isolation)
+	copy(dAtA[i:], m.Isolation)
+	i = encodeVarintGenerated(dAtA, i, uint64(len(m.Isolation)))
+	i--
+	dAtA[i] = 0x42
 	i -= len(m.Profile)
 	copy(dAtA[i:], m.Profile)
 	i = encodeVarintGenerated(dAtA, i, uint64(len(m.Profile)))
@@ -2333,6 +2338,14 @@ func (m *SlicedSharing) MarshalToSizedBuffer(dAtA []byte) (int, error) {
 	_ = i
 	var l int
 	_ = l
+	i = encodeVarintGenerated(dAtA, i, uint64(m.SharesPerCard))
+	i--
+	dAtA[i] = 0x28
+	i -= len(m.Isolation)
+	copy(dAtA[i:], m.Isolation)
+	i = encodeVarintGenerated(dAtA, i, uint64(len(m.Isolation)))
+	i--
+	dAtA[i] = 0x22
 	i -= len(m.CoresResourceName)
 	copy(dAtA[i:], m.CoresResourceName)
 	i = encodeVarintGenerated(dAtA, i, uint64(len(m.CoresResourceName)))
@@ -2656,6 +2669,8 @@ func (m *DeviceAllocation) Size() (n int) {
 	n += 1 + sovGenerated(uint64(m.MemoryPercent))
 	n += 1 + sovGenerated(uint64(m.CoresPercent))
 	l = len(m.Profile)
+	n += 1 + l + sovGenerated(uint64(l))
+	l = len(m.Isolation)
 	n += 1 + l + sovGenerated(uint64(l))
 	return n
 }
@@ -3222,6 +3237,9 @@ func (m *SlicedSharing) Size() (n int) {
 	n += 1 + l + sovGenerated(uint64(l))
 	l = len(m.CoresResourceName)
 	n += 1 + l + sovGenerated(uint64(l))
+	l = len(m.Isolation)
+	n += 1 + l + sovGenerated(uint64(l))
+	n += 1 + sovGenerated(uint64(m.SharesPerCard))
 	return n
 }
 
@@ -3460,6 +3478,7 @@ func (this *DeviceAllocation) String() string {
 		`MemoryPercent:` + fmt.Sprintf("%v", this.MemoryPercent) + `,`,
 		`CoresPercent:` + fmt.Sprintf("%v", this.CoresPercent) + `,`,
 		`Profile:` + fmt.Sprintf("%v", this.Profile) + `,`,
+		`Isolation:` + fmt.Sprintf("%v", this.Isolation) + `,`,
 		`}`,
 	}, "")
 	return s
@@ -3888,6 +3907,8 @@ func (this *SlicedSharing) String() string {
 		`ResourceName:` + fmt.Sprintf("%v", this.ResourceName) + `,`,
 		`MemoryPercentResourceName:` + fmt.Sprintf("%v", this.MemoryPercentResourceName) + `,`,
 		`CoresResourceName:` + fmt.Sprintf("%v", this.CoresResourceName) + `,`,
+		`Isolation:` + fmt.Sprintf("%v", this.Isolation) + `,`,
+		`SharesPerCard:` + fmt.Sprintf("%v", this.SharesPerCard) + `,`,
 		`}`,
 	}, "")
 	return s
@@ -6293,6 +6314,38 @@ func (m *DeviceAllocation) Unmarshal(dAtA []byte) error {
 				return io.ErrUnexpectedEOF
 			}
 			m.Profile = string(dAtA[iNdEx:postIndex])
+			iNdEx = postIndex
+		case 8:
+			if wireType != 2 {
+				return fmt.Errorf("proto: wrong wireType = %d for field Isolation", wireType)
+			}
+			var stringLen uint64
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowGenerated
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				stringLen |= uint64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			intStringLen := int(stringLen)
+			if intStringLen < 0 {
+				return ErrInvalidLengthGenerated
+			}
+			postIndex := iNdEx + intStringLen
+			if postIndex < 0 {
+				return ErrInvalidLengthGenerated
+			}
+			if postIndex > l {
+				return io.ErrUnexpectedEOF
+			}
+			m.Isolation = AllocationIsolation(dAtA[iNdEx:postIndex])
 			iNdEx = postIndex
 		default:
 			iNdEx = preIndex
@@ -11161,6 +11214,57 @@ func (m *SlicedSharing) Unmarshal(dAtA []byte) error {
 			}
 			m.CoresResourceName = string(dAtA[iNdEx:postIndex])
 			iNdEx = postIndex
+		case 4:
+			if wireType != 2 {
+				return fmt.Errorf("proto: wrong wireType = %d for field Isolation", wireType)
+			}
+			var stringLen uint64
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowGenerated
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				stringLen |= uint64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			intStringLen := int(stringLen)
+			if intStringLen < 0 {
+				return ErrInvalidLengthGenerated
+			}
+			postIndex := iNdEx + intStringLen
+			if postIndex < 0 {
+				return ErrInvalidLengthGenerated
+			}
+			if postIndex > l {
+				return io.ErrUnexpectedEOF
+			}
+			m.Isolation = SliceIsolation(dAtA[iNdEx:postIndex])
+			iNdEx = postIndex
+		case 5:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field SharesPerCard", wireType)
+			}
+			m.SharesPerCard = 0
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowGenerated
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				m.SharesPerCard |= int32(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
 		default:
 			iNdEx = preIndex
 			skippy, err := skipGenerated(dAtA[iNdEx:])

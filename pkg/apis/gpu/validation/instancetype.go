@@ -2,6 +2,7 @@ package validation
 
 import (
 	"fmt"
+	"slices"
 	"unicode/utf8"
 
 	corev1 "k8s.io/api/core/v1"
@@ -111,10 +112,7 @@ func validateAccelerator(acc *gpu.Accelerator, fldPath *field.Path) field.ErrorL
 			fldPath.Child("exclusive", "resourceName"))...)
 	}
 	if s := acc.Sliced; s != nil {
-		slicedPath := fldPath.Child("sliced")
-		allErrs = append(allErrs, validateRequiredResourceName(s.ResourceName, "nvidia.com/gpu", slicedPath.Child("resourceName"))...)
-		allErrs = append(allErrs, validateRequiredResourceName(s.MemoryPercentResourceName, "nvidia.com/gpumem-percentage", slicedPath.Child("memoryPercentResourceName"))...)
-		allErrs = append(allErrs, validateRequiredResourceName(s.CoresResourceName, "nvidia.com/gpucores", slicedPath.Child("coresResourceName"))...)
+		allErrs = append(allErrs, validateSliced(s, fldPath.Child("sliced"))...)
 	}
 
 	seen := make(map[string]bool, len(acc.Partitions))
@@ -235,5 +233,36 @@ func validateInstanceTypeStatus(status *gpu.InstanceTypeStatus, fldPath *field.P
 
 	allErrs = append(allErrs, metav1validation.ValidateConditions(status.Conditions, fldPath.Child("conditions"))...)
 	allErrs = append(allErrs, validateNonnegativeInt(status.ObservedGeneration, fldPath.Child("observedGeneration"))...)
+	return allErrs
+}
+
+// mpsShares are the shares per card an MPS pool may be cut into: each a
+// whole percentage, so a slice's memoryPercent names it exactly.
+var mpsShares = []int32{2, 4, 5, 10, 20, 25}
+
+func validateSliced(s *gpu.SlicedSharing, fldPath *field.Path) field.ErrorList {
+	allErrs := validateRequiredResourceName(s.ResourceName, "nvidia.com/gpu", fldPath.Child("resourceName"))
+	sharesPath := fldPath.Child("sharesPerCard")
+	switch s.Isolation {
+	case gpu.SliceIsolationHAMi:
+		allErrs = append(allErrs, validateRequiredResourceName(s.MemoryPercentResourceName, "nvidia.com/gpumem-percentage", fldPath.Child("memoryPercentResourceName"))...)
+		allErrs = append(allErrs, validateRequiredResourceName(s.CoresResourceName, "nvidia.com/gpucores", fldPath.Child("coresResourceName"))...)
+		if s.SharesPerCard != 0 {
+			allErrs = append(allErrs, field.Forbidden(sharesPath, "only isolation MPS cuts cards into fixed shares; HAMi slices by the memory and cores resources"))
+		}
+	case gpu.SliceIsolationMPS:
+		if !slices.Contains(mpsShares, s.SharesPerCard) {
+			allErrs = append(allErrs, field.Invalid(sharesPath, s.SharesPerCard, fmt.Sprintf("must be one of %v, the --mps-shares of the pool's node agents", mpsShares)))
+		}
+		for _, f := range []struct {
+			name, value string
+		}{{"memoryPercentResourceName", s.MemoryPercentResourceName}, {"coresResourceName", s.CoresResourceName}} {
+			if f.value != "" {
+				allErrs = append(allErrs, field.Forbidden(fldPath.Child(f.name), "an MPS share's limits are set by the node agent's MPS server, not by a resource: remove it"))
+			}
+		}
+	default:
+		allErrs = append(allErrs, field.NotSupported(fldPath.Child("isolation"), s.Isolation, []gpu.SliceIsolation{gpu.SliceIsolationHAMi, gpu.SliceIsolationMPS}))
+	}
 	return allErrs
 }

@@ -25,6 +25,7 @@ func validInstanceType() *gpu.InstanceType {
 				MaxPerInstance: 8,
 				Exclusive:      &gpu.ExclusiveSharing{ResourceName: "nvidia.com/gpu"},
 				Sliced: &gpu.SlicedSharing{
+					Isolation:                 gpu.SliceIsolationHAMi,
 					ResourceName:              "nvidia.com/gpu",
 					MemoryPercentResourceName: "nvidia.com/gpumem-percentage",
 					CoresResourceName:         "nvidia.com/gpucores",
@@ -176,7 +177,23 @@ func TestValidateInstanceType(t *testing.T) {
 		{name: "exclusive resourceName not a qualified name", mutate: func(o *gpu.InstanceType) {
 			o.Spec.Accelerator.Exclusive.ResourceName = "nvidia.com/gpu!"
 		}, want: field.ErrorList{{Type: field.ErrorTypeInvalid, Field: "spec.accelerator.exclusive.resourceName"}}},
-		{name: "sliced resource names missing", mutate: func(o *gpu.InstanceType) { o.Spec.Accelerator.Sliced = &gpu.SlicedSharing{} },
+		{name: "sliced without isolation", mutate: func(o *gpu.InstanceType) { o.Spec.Accelerator.Sliced.Isolation = "" },
+			want: field.ErrorList{{Type: field.ErrorTypeNotSupported, Field: "spec.accelerator.sliced.isolation"}}},
+		{name: "MPS shares", mutate: func(o *gpu.InstanceType) {
+			o.Spec.Accelerator.Sliced = &gpu.SlicedSharing{Isolation: gpu.SliceIsolationMPS, ResourceName: "nvidia.com/gpu.shared", SharesPerCard: 4}
+		}},
+		{name: "MPS shares that are not whole percentages, with HAMi's resources", mutate: func(o *gpu.InstanceType) {
+			o.Spec.Accelerator.Sliced.Isolation, o.Spec.Accelerator.Sliced.SharesPerCard = gpu.SliceIsolationMPS, 3
+		}, want: field.ErrorList{
+			{Type: field.ErrorTypeInvalid, Field: "spec.accelerator.sliced.sharesPerCard"},
+			{Type: field.ErrorTypeForbidden, Field: "spec.accelerator.sliced.memoryPercentResourceName"},
+			{Type: field.ErrorTypeForbidden, Field: "spec.accelerator.sliced.coresResourceName"},
+		}},
+		{name: "shares per card without MPS", mutate: func(o *gpu.InstanceType) { o.Spec.Accelerator.Sliced.SharesPerCard = 4 },
+			want: field.ErrorList{{Type: field.ErrorTypeForbidden, Field: "spec.accelerator.sliced.sharesPerCard"}}},
+		{name: "sliced resource names missing", mutate: func(o *gpu.InstanceType) {
+			o.Spec.Accelerator.Sliced = &gpu.SlicedSharing{Isolation: gpu.SliceIsolationHAMi}
+		},
 			want: field.ErrorList{
 				{Type: field.ErrorTypeRequired, Field: "spec.accelerator.sliced.resourceName"},
 				{Type: field.ErrorTypeRequired, Field: "spec.accelerator.sliced.memoryPercentResourceName"},
@@ -184,6 +201,7 @@ func TestValidateInstanceType(t *testing.T) {
 			}},
 		{name: "sliced resource names not qualified names", mutate: func(o *gpu.InstanceType) {
 			o.Spec.Accelerator.Sliced = &gpu.SlicedSharing{
+				Isolation:                 gpu.SliceIsolationHAMi,
 				ResourceName:              "/gpu",
 				MemoryPercentResourceName: "nvidia.com/mem percent",
 				CoresResourceName:         "-cores",

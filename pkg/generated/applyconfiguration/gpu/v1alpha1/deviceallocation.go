@@ -42,6 +42,10 @@ type DeviceAllocationApplyConfiguration struct {
 	CoresPercent *int32 `json:"coresPercent,omitempty"`
 	// profile of the partition (Partition).
 	Profile *string `json:"profile,omitempty"`
+	// isolation is what keeps the Instance to its share of the device:
+	// Exclusive (a whole card), MIG (a hardware partition), MPS or HAMi (a
+	// slice, enforced by a CUDA MPS server or by HAMi's interposer).
+	Isolation *gpuv1alpha1.AllocationIsolation `json:"isolation,omitempty"`
 }
 
 // DeviceAllocationApplyConfiguration constructs a declarative configuration of the DeviceAllocation type for use with
@@ -103,5 +107,13 @@ func (b *DeviceAllocationApplyConfiguration) WithCoresPercent(value int32) *Devi
 // If called multiple times, the Profile field is set to the value of the last call.
 func (b *DeviceAllocationApplyConfiguration) WithProfile(value string) *DeviceAllocationApplyConfiguration {
 	b.Profile = &value
+	return b
+}
+
+// WithIsolation sets the Isolation field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Isolation field is set to the value of the last call.
+func (b *DeviceAllocationApplyConfiguration) WithIsolation(value gpuv1alpha1.AllocationIsolation) *DeviceAllocationApplyConfiguration {
+	b.Isolation = &value
 	return b
 }

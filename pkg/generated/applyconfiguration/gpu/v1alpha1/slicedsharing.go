@@ -18,6 +18,10 @@ limitations under the License.
 
 package v1alpha1
 
+import (
+	gpuv1alpha1 "kiln.dev/kiln/pkg/apis/gpu/v1alpha1"
+)
+
 // SlicedSharingApplyConfiguration represents a declarative configuration of the SlicedSharing type for use
 // with apply.
 //
@@ -31,6 +35,18 @@ type SlicedSharingApplyConfiguration struct {
 	// coresResourceName is the resource that carries the slice's share of the
 	// card's compute in percent. Defaults to "nvidia.com/gpucores".
 	CoresResourceName *string `json:"coresResourceName,omitempty"`
+	// isolation is what keeps a slice to its share of the card. HAMi (the
+	// default) is HAMi's device plugin and CUDA interposer, which read the
+	// memory and cores resources. MPS is Kiln's node agent run with
+	// --mps-shares: it serves each card as sharesPerCard shares of
+	// resourceName, each with a CUDA MPS server whose defaults cap a client
+	// at one share of the card's threads and memory, so every slice of the
+	// type is exactly one share (100/sharesPerCard percent).
+	Isolation *gpuv1alpha1.SliceIsolation `json:"isolation,omitempty"`
+	// sharesPerCard is the number of MPS shares the node agent serves each
+	// card as (isolation MPS only): 2, 4, 5, 10, 20 or 25, so that a share
+	// is a whole percentage. It must equal the agent's --mps-shares.
+	SharesPerCard *int32 `json:"sharesPerCard,omitempty"`
 }
 
 // SlicedSharingApplyConfiguration constructs a declarative configuration of the SlicedSharing type for use with
@@ -60,5 +76,21 @@ func (b *SlicedSharingApplyConfiguration) WithMemoryPercentResourceName(value st
 // If called multiple times, the CoresResourceName field is set to the value of the last call.
 func (b *SlicedSharingApplyConfiguration) WithCoresResourceName(value string) *SlicedSharingApplyConfiguration {
 	b.CoresResourceName = &value
+	return b
+}
+
+// WithIsolation sets the Isolation field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Isolation field is set to the value of the last call.
+func (b *SlicedSharingApplyConfiguration) WithIsolation(value gpuv1alpha1.SliceIsolation) *SlicedSharingApplyConfiguration {
+	b.Isolation = &value
+	return b
+}
+
+// WithSharesPerCard sets the SharesPerCard field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the SharesPerCard field is set to the value of the last call.
+func (b *SlicedSharingApplyConfiguration) WithSharesPerCard(value int32) *SlicedSharingApplyConfiguration {
+	b.SharesPerCard = &value
 	return b
 }
