@@ -36,8 +36,11 @@ type Device struct {
 	Memory resource.Quantity `json:"memory,omitempty"`
 	// PCIBusID is the card's PCI address.
 	PCIBusID string `json:"pciBusID,omitempty"`
-	// Parent is the UUID of the card a MIG device is cut from.
+	// Parent is the UUID of the card a MIG device or an MPS share is cut
+	// from.
 	Parent string `json:"parent,omitempty"`
+	// Shares is, for an MPS share, how many shares its card is served as.
+	Shares int `json:"shares,omitempty"`
 	// Profile is a MIG device's profile, e.g. 1g.10gb.
 	Profile string `json:"profile,omitempty"`
 	// NVLinkPeers are the UUIDs of the cards this one has an NVLink to,

@@ -20,6 +20,8 @@ type Manager struct {
 	Dir string
 	// CDI adds CDI device names (nvidia.com/gpu=<UUID>) to allocations.
 	CDI bool
+	// MPS runs the MPS daemons when Backend serves shares (an *MPS).
+	MPS *MPSControl
 	// Prefer chooses preferred allocations; nil keeps the default.
 	Prefer PreferFunc
 	// CheckInterval is how often each plugin looks for a kubelet restart;
@@ -79,7 +81,7 @@ func (m *Manager) sync(ctx context.Context, wg *sync.WaitGroup) error {
 	for res, list := range groups {
 		p, ok := m.plugins[res]
 		if !ok {
-			p = newPlugin(res, m.Dir, m.CDI, m.Prefer, m.CheckInterval)
+			p = newPlugin(res, m.Dir, m.CDI, m.MPS, m.Prefer, m.CheckInterval)
 			m.plugins[res] = p
 			if m.Dir != "" {
 				wg.Add(1)

@@ -51,7 +51,10 @@ type Plugin struct {
 	// endpoint in it.
 	dir, endpoint string
 	cdi           bool
-	prefer        PreferFunc
+	// mps runs the daemons of the cards whose shares this plugin serves;
+	// nil when it serves none.
+	mps    *MPSControl
+	prefer PreferFunc
 	// check is how often the sockets are looked at for a kubelet restart.
 	check time.Duration
 
@@ -62,9 +65,9 @@ type Plugin struct {
 
 var _ pluginapi.DevicePluginServer = &Plugin{}
 
-func newPlugin(resource, dir string, cdi bool, prefer PreferFunc, check time.Duration) *Plugin {
+func newPlugin(resource, dir string, cdi bool, mps *MPSControl, prefer PreferFunc, check time.Duration) *Plugin {
 	return &Plugin{
-		resource: resource, dir: dir, cdi: cdi, prefer: prefer, check: check,
+		resource: resource, dir: dir, cdi: cdi, mps: mps, prefer: prefer, check: check,
 		endpoint: "kiln-" + strings.NewReplacer("/", "_").Replace(resource) + ".sock",
 		watchers: map[chan struct{}]struct{}{},
 	}
@@ -248,7 +251,52 @@ func (p *Plugin) Choose(available, mustInclude []string, size int, claim string)
 			return ids
 		}
 	}
+	if p.shared() {
+		return p.preferPacked(available, mustInclude, size)
+	}
 	return p.preferLinked(available, mustInclude, size)
+}
+
+// shared says the plugin serves MPS shares.
+func (p *Plugin) shared() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.devices) > 0 && p.devices[0].Shares > 0
+}
+
+// preferPacked fills the card with the fewest free shares first (then the
+// lowest index), so shares pack onto cards already shared and whole cards
+// stay free for the next tenant.
+func (p *Plugin) preferPacked(available, mustInclude []string, size int) []string {
+	chosen := slices.Clone(mustInclude)
+	p.mu.Lock()
+	byID := map[string]Device{}
+	for _, d := range p.devices {
+		byID[d.UUID] = d
+	}
+	p.mu.Unlock()
+	free := map[string]int{}
+	for _, id := range available {
+		free[byID[id].Parent]++
+	}
+	candidates := slices.DeleteFunc(slices.Clone(available), func(id string) bool { return slices.Contains(chosen, id) })
+	slices.SortFunc(candidates, func(a, b string) int {
+		da, db := byID[a], byID[b]
+		if fa, fb := free[da.Parent], free[db.Parent]; fa != fb {
+			return fa - fb
+		}
+		if da.Index != db.Index {
+			return da.Index - db.Index
+		}
+		return strings.Compare(a, b)
+	})
+	for _, id := range candidates {
+		if len(chosen) == size {
+			break
+		}
+		chosen = append(chosen, id)
+	}
+	return chosen
 }
 
 // Devices is the device list now.
@@ -289,11 +337,13 @@ func (p *Plugin) preferLinked(available, mustInclude []string, size int) []strin
 }
 
 // Allocate tells the container runtime which devices each container gets:
-// NVIDIA_VISIBLE_DEVICES by UUID, and CDI device names when configured.
+// NVIDIA_VISIBLE_DEVICES by UUID, and CDI device names when configured. An
+// MPS share is its card, with the card's MPS pipe directory mounted.
 func (p *Plugin) Allocate(_ context.Context, req *pluginapi.AllocateRequest) (*pluginapi.AllocateResponse, error) {
 	resp := &pluginapi.AllocateResponse{}
 	for _, c := range req.ContainerRequests {
-		cr := &pluginapi.ContainerAllocateResponse{}
+		cr := &pluginapi.ContainerAllocateResponse{Envs: map[string]string{}}
+		var cards []string
 		for _, id := range c.DevicesIds {
 			d, ok := p.lookup(id)
 			switch {
@@ -301,12 +351,21 @@ func (p *Plugin) Allocate(_ context.Context, req *pluginapi.AllocateRequest) (*p
 				return nil, status.Errorf(codes.InvalidArgument, "device %s is not a %s device of this node", id, p.resource)
 			case !d.Healthy():
 				return nil, status.Errorf(codes.FailedPrecondition, "device %s is unhealthy: %s", id, d.Unhealthy)
+			case d.Shares > 0 && len(c.DevicesIds) > 1:
+				// The daemon caps each client at one share: two would be
+				// charged for two and get one.
+				return nil, status.Errorf(codes.InvalidArgument, "%d %s asked for one container; an MPS share is one per container", len(c.DevicesIds), p.resource)
+			case d.Shares > 0:
+				id = d.Parent
+				cr.Mounts = append(cr.Mounts, &pluginapi.Mount{ContainerPath: MPSPipeMountPath, HostPath: p.mps.PipeDir(d.Parent)})
+				cr.Envs["CUDA_MPS_PIPE_DIRECTORY"] = MPSPipeMountPath
 			}
 			if p.cdi {
 				cr.CdiDevices = append(cr.CdiDevices, &pluginapi.CDIDevice{Name: CDIKind + "=" + id})
 			}
+			cards = append(cards, id)
 		}
-		cr.Envs = map[string]string{VisibleDevicesEnv: strings.Join(c.DevicesIds, ",")}
+		cr.Envs[VisibleDevicesEnv] = strings.Join(cards, ",")
 		resp.ContainerResponses = append(resp.ContainerResponses, cr)
 	}
 	return resp, nil

@@ -155,7 +155,7 @@ func mapsEqual(a, b map[string]string) bool {
 }
 
 func TestPreferLinked(t *testing.T) {
-	p := newPlugin("nvidia.com/gpu", "", false, nil, time.Second)
+	p := newPlugin("nvidia.com/gpu", "", false, nil, nil, time.Second)
 	p.SetDevices([]Device{
 		{UUID: "GPU-0", Index: 0, NVLinkPeers: []string{"GPU-2", "GPU-3"}},
 		{UUID: "GPU-1", Index: 1},

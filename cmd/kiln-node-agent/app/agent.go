@@ -29,6 +29,8 @@ func NewCommand(ctx context.Context) *cobra.Command {
 	var (
 		inventory, dir, nodeName, kubeconfig, podResources string
 		fakeCards, cdiSpecs                                string
+		mpsResource, mpsDir, mpsControl                    string
+		mpsShares                                          int
 		cdi, simulate                                      bool
 	)
 	logs := logsapi.NewLoggingConfiguration()
@@ -40,7 +42,9 @@ for each resource name this node's accelerators are served under:
 nvidia.com/gpu for whole cards and nvidia.com/mig-<profile> for each MIG
 profile (the mixed strategy). These are the names NVIDIA's device plugin
 uses, so it replaces that plugin on the nodes where it runs; do not run
-both.
+both. With --mps-shares it serves each whole card as that many CUDA MPS
+shares of nvidia.com/gpu.shared instead, for InstanceTypes whose slices
+are isolated by MPS.
 
 Devices and their health come from NVML, or from --inventory, a YAML file
 of devices, on nodes without NVIDIA's driver (simulated nodes, tests).
@@ -80,6 +84,10 @@ simulated node, allocating devices to the Pods bound to it.`,
 				cdi = true
 			}
 			m := &deviceplugin.Manager{Backend: backend, Dir: dir, CDI: cdi}
+			if mpsShares > 0 {
+				m.MPS = &deviceplugin.MPSControl{Dir: mpsDir, Command: mpsControl}
+				m.Backend = &deviceplugin.MPS{Backend: backend, Shares: mpsShares, Resource: mpsResource, Control: m.MPS}
+			}
 			if simulate {
 				m.Dir = ""
 			}
@@ -106,6 +114,10 @@ simulated node, allocating devices to the Pods bound to it.`,
 	fs.StringVar(&fakeCards, "fake-cards-dir", "", "on a real node without NVIDIA's driver: make a harmless device node here for each card of --inventory, write a CDI spec to --cdi-spec-dir giving each at /dev/nvidia<index>, and allocate by CDI (implies --cdi)")
 	fs.StringVar(&cdiSpecs, "cdi-spec-dir", "/var/run/cdi", "where --fake-cards-dir writes its CDI spec; one of the container runtime's CDI spec directories")
 	fs.BoolVar(&simulate, "simulate", false, "stand in for the kubelet of a simulated node (kwok): allocate the devices of the Pods bound to --node-name, serving no kubelet")
+	fs.IntVar(&mpsShares, "mps-shares", 0, "serve each whole card as this many CUDA MPS shares of --mps-resource instead of as a card: the node's pool is then for InstanceTypes whose sliced.isolation is MPS with this sharesPerCard. Each card gets an MPS control daemon whose defaults cap every client at one share of its threads and memory")
+	fs.StringVar(&mpsResource, "mps-resource", "nvidia.com/gpu.shared", "the extended resource MPS shares are served under (sliced.resourceName of the InstanceTypes)")
+	fs.StringVar(&mpsDir, "mps-dir", "/run/kiln/mps", "where each card's MPS pipe and log directories are made; a share's container gets its card's pipe directory")
+	fs.StringVar(&mpsControl, "mps-control", "nvidia-cuda-mps-control", "NVIDIA's MPS control program, which the agent starts one daemon of per card")
 	logsapi.AddFlags(logs, fs)
 	return cmd
 }
