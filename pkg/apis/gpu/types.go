@@ -210,7 +210,8 @@ type InstanceTypeCapacity struct {
 	// nodes in the pool that are Ready.
 	// +optional
 	Nodes int32 `json:"nodes,omitempty"`
-	// cards on those nodes.
+	// cards on those nodes: the slots of the type's resource, so a sliced
+	// type's MPS shares (sharesPerCard of each card) or HAMi card slots.
 	// +optional
 	Cards int32 `json:"cards,omitempty"`
 	// freeCards not taken by any Pod or Claim.

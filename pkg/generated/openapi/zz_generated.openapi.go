@@ -18865,7 +18865,7 @@ func schema_pkg_apis_gpu_v1alpha1_InstanceTypeCapacity(ref common.ReferenceCallb
 					},
 					"cards": {
 						SchemaProps: spec.SchemaProps{
-							Description: "cards on those nodes.",
+							Description: "cards on those nodes: the slots of the type's resource, so a sliced type's MPS shares (sharesPerCard of each card) or HAMi card slots.",
 							Type:        []string{"integer"},
 							Format:      "int32",
 						},

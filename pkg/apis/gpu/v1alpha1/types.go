@@ -212,7 +212,8 @@ type InstanceTypeCapacity struct {
 	// nodes in the pool that are Ready.
 	// +optional
 	Nodes int32 `json:"nodes,omitempty" protobuf:"varint,1,opt,name=nodes"`
-	// cards on those nodes.
+	// cards on those nodes: the slots of the type's resource, so a sliced
+	// type's MPS shares (sharesPerCard of each card) or HAMi card slots.
 	// +optional
 	Cards int32 `json:"cards,omitempty" protobuf:"varint,2,opt,name=cards"`
 	// freeCards not taken by any Pod or Claim.

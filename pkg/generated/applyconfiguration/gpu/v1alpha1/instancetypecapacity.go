@@ -25,7 +25,8 @@ package v1alpha1
 type InstanceTypeCapacityApplyConfiguration struct {
 	// nodes in the pool that are Ready.
 	Nodes *int32 `json:"nodes,omitempty"`
-	// cards on those nodes.
+	// cards on those nodes: the slots of the type's resource, so a sliced
+	// type's MPS shares (sharesPerCard of each card) or HAMi card slots.
 	Cards *int32 `json:"cards,omitempty"`
 	// freeCards not taken by any Pod or Claim.
 	FreeCards *int32 `json:"freeCards,omitempty"`
