@@ -25,6 +25,9 @@ type Allocation struct {
 	PCIBusID string `json:"pciBusID,omitempty"`
 	Mode     string `json:"mode,omitempty"`
 	Share    string `json:"share,omitempty"`
+	// Isolation is what keeps the Instance to its share: Exclusive, MIG,
+	// MPS or HAMi.
+	Isolation string `json:"isolation,omitempty"`
 }
 
 type top struct {
@@ -89,7 +92,7 @@ func (t *top) run(ctx context.Context) error {
 	if t.all {
 		fmt.Fprint(w, "NAMESPACE\t")
 	}
-	fmt.Fprintln(w, "INSTANCE\tPHASE\tNODE\tDEVICE\tINDEX\tPCI BUS ID\tMODE\tSHARE")
+	fmt.Fprintln(w, "INSTANCE\tPHASE\tNODE\tDEVICE\tINDEX\tPCI BUS ID\tMODE\tSHARE\tISOLATION")
 	for _, r := range rows {
 		if t.all {
 			fmt.Fprintf(w, "%s\t", r.Namespace)
@@ -98,7 +101,7 @@ func (t *top) run(ctx context.Context) error {
 		if device == "" {
 			device, index = "<none>", "-"
 		}
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Instance, r.Phase, dash(r.Node), device, index, dash(r.PCIBusID), dash(r.Mode), dash(r.Share))
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Instance, r.Phase, dash(r.Node), device, index, dash(r.PCIBusID), dash(r.Mode), dash(r.Share), dash(r.Isolation))
 	}
 	return w.Flush()
 }
@@ -126,7 +129,7 @@ func allocations(items []v1alpha1.Instance) []Allocation {
 		sort.SliceStable(allocs, func(i, j int) bool { return allocs[i].Index < allocs[j].Index })
 		for _, a := range allocs {
 			r := base
-			r.Device, r.Index, r.PCIBusID, r.Mode, r.Share = a.Device, a.Index, a.PCIBusID, string(a.Mode), share(a)
+			r.Device, r.Index, r.PCIBusID, r.Mode, r.Share, r.Isolation = a.Device, a.Index, a.PCIBusID, string(a.Mode), share(a), string(a.Isolation)
 			rows = append(rows, r)
 		}
 	}
