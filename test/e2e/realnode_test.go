@@ -164,7 +164,9 @@ func waitRealCardsFree(t *testing.T) {
 			var holding []string
 			for _, p := range pods.Items {
 				for _, c := range p.Spec.Containers {
-					if _, ok := c.Resources.Limits[localcluster.ResourceGPU]; ok {
+					_, card := c.Resources.Limits[localcluster.ResourceGPU]
+					_, share := c.Resources.Limits[localcluster.ResourceGPUShared]
+					if card || share {
 						holding = append(holding, p.Namespace+"/"+p.Name)
 					}
 				}
@@ -640,5 +642,107 @@ spec:
 	logs := mustKubectl(t, tenant(tenantA), "", "logs", "raw", "-n", ns)
 	if !strings.Contains(logs, "done") || strings.Contains(logs, "nvidia") {
 		t.Errorf("the raw Pod's /dev: %q, want no card", logs)
+	}
+}
+
+// TestRealNodeMPSShares (issue O, class 5): with real-0's node agent serving
+// each card as four CUDA MPS shares, four Instances of a 25% slice share one
+// card and the fifth gets another. Each container finds under /dev exactly
+// the card its status.allocations names (isolation MPS), NVIDIA_VISIBLE_DEVICES
+// names that card, and CUDA_MPS_PIPE_DIRECTORY is that card's pipe directory;
+// the card's MPS control daemon was told to cap every client at 25% of its
+// threads and a quarter of its memory before any of them ran. A slice of
+// another size is refused. No MPS server runs without a GPU: the daemon is
+// test/node/fake-mps-control, which records what it is told.
+func TestRealNodeMPSShares(t *testing.T) {
+	needRealNode(t)
+	ns := "e2e-realmps"
+	controllerNamespace(t, ns)
+	waitRealCardsFree(t)
+	ctx := context.Background()
+	if err := cluster.ServeRealNodeShares(ctx, 4); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		kubectl(admin(), "", "delete", "instances.gpu.kiln.dev", "--all", "-n", ns, "--wait=true", "--timeout=2m")
+		waitRealCardsFree(t)
+		if err := cluster.ServeRealNodeShares(ctx, 0); err != nil {
+			t.Errorf("serving whole cards again: %v", err)
+		}
+	})
+	typ := "real-mps"
+	mustKubectl(t, admin(), fmt.Sprintf(`apiVersion: gpu.kiln.dev/v1alpha1
+kind: InstanceType
+metadata:
+  name: %[1]s
+spec:
+  displayName: MPS shares of the real node's fake cards
+  accelerator: {vendor: nvidia, model: %[2]s, memory: 16Gi, sliced: {isolation: MPS, sharesPerCard: 4}}
+  resourcesPerCard: {cpu: 200m, memory: 256Mi}
+  nodeSelector: {%[3]s: "true"}
+  tolerations: [{key: %[3]s, operator: Exists, effect: NoSchedule}]
+`, typ, localcluster.ProductFake, localcluster.LabelRealNode), "apply", "-f", "-")
+	t.Cleanup(func() { _, _ = kubectl(admin(), "", "delete", "instancetype", typ, "--wait=false") })
+
+	_, err := kubectl(tenant(tenantA), listingInstance("half", ns, typ, "  resources: {slice: {memoryPercent: 50}}\n"), "apply", "-f", "-")
+	if want := `instancetype "real-mps" cuts each card into 4 MPS shares of 25%: set memoryPercent to 25`; err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("a 50%% slice: %v; want refused: %q", err, want)
+	}
+
+	const command = `ls /dev; echo NVIDIA_VISIBLE_DEVICES=$NVIDIA_VISIBLE_DEVICES; echo "pipe=$CUDA_MPS_PIPE_DIRECTORY serves $(cat $CUDA_MPS_PIPE_DIRECTORY/control)"; while true; do sleep 1; done`
+	names := []string{"s1", "s2", "s3", "s4", "s5"}
+	for _, name := range names {
+		mustKubectl(t, tenant(tenantA), fmt.Sprintf(`apiVersion: gpu.kiln.dev/v1alpha1
+kind: Instance
+metadata: {name: %s, namespace: %s}
+spec:
+  type: %s
+  image: %s
+  resources: {slice: {memoryPercent: 25}}
+  command: ["/bin/sh", "-c", %q]
+`, name, ns, typ, images.WorkloadImage, command), "apply", "-f", "-")
+	}
+	onCard := map[int32][]string{}
+	for _, name := range names {
+		inst := waitInstance(t, ns, name, 2*time.Minute, "Ready on "+localcluster.RealNodeName+" with one share", readyOnRealNode(1))
+		a := inst.Status.Allocations[0]
+		card, _, _ := strings.Cut(a.Device, "::")
+		if a.Mode != gpuv1.AllocationSlice || a.Isolation != gpuv1.IsolationMPS || a.MemoryPercent != 25 || a.CoresPercent != 25 {
+			t.Errorf("%s: allocation %+v, want a 25%% slice isolated by MPS", name, a)
+		}
+		onCard[a.Index] = append(onCard[a.Index], name)
+
+		dev, uuids := cardsSeen(t, ns, name)
+		if want := []string{fmt.Sprintf("nvidia%d", a.Index)}; !slices.Equal(dev, want) {
+			t.Errorf("%s: cards under /dev %v, want exactly %v (status.allocations %+v)", name, dev, want, inst.Status.Allocations)
+		}
+		if !slices.Equal(uuids, []string{card}) {
+			t.Errorf("%s: NVIDIA_VISIBLE_DEVICES %v, want its card %s", name, uuids, card)
+		}
+		logs, _, _ := kubectlGPU(t, tenant(tenantA), "logs", name, "-n", ns)
+		if want := "pipe=/run/kiln/mps serves " + card; !strings.Contains(logs, want) {
+			t.Errorf("%s: the container's MPS pipe directory is not its card's; want %q in:\n%s", name, want, logs)
+		}
+		told, err := os.ReadFile(filepath.Join(cluster.RealNodeMPSDir(), card, "log", "control.log"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, want := range []string{"set_default_active_thread_percentage 25\n", "set_default_device_pinned_mem_limit 0 4096M\n"} {
+			if !strings.Contains(string(told), want) {
+				t.Errorf("%s: the MPS daemon of %s was not told %q; it was told:\n%s", name, card, strings.TrimSpace(want), told)
+			}
+		}
+	}
+	var sizes []int
+	for _, on := range onCard {
+		sizes = append(sizes, len(on))
+	}
+	slices.Sort(sizes)
+	if !slices.Equal(sizes, []int{1, 4}) {
+		t.Errorf("slices per card %v, want four sharing one card and the fifth on another", onCard)
+	}
+	out := mustKubectlGPU(t, tenant(tenantA), "top", "-n", ns)
+	if !strings.Contains(out, "ISOLATION") || strings.Count(out, " MPS\n") != len(names) {
+		t.Errorf("kubectl gpu top does not show each share isolated by MPS:\n%s", out)
 	}
 }

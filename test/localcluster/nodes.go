@@ -27,6 +27,7 @@ const (
 	ResourceGPU         = "nvidia.com/gpu"
 	ResourceGPUMem      = "nvidia.com/gpumem-percentage"
 	ResourceGPUCores    = "nvidia.com/gpucores"
+	ResourceGPUShared   = "nvidia.com/gpu.shared"
 	ResourceMIG1g10gb   = "nvidia.com/mig-1g.10gb"
 	ResourceMIG3g40gb   = "nvidia.com/mig-3g.40gb"
 	simulatedNodeMarker = "fake"

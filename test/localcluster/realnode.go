@@ -135,7 +135,7 @@ func (c *Cluster) startRealNode(ctx context.Context) error {
 	}); err != nil {
 		return err
 	}
-	return c.startRealNodeAgent(ctx, n)
+	return c.startRealNodeAgent(ctx, n, 0)
 }
 
 // realCards is real-0's inventory: fake cards of a model of their own.
@@ -153,7 +153,11 @@ const ProductFake = "Kiln-Fake-Card"
 // its fake cards given to containers by CDI. It runs in the node's network
 // namespace, as its DaemonSet Pod would on the node's; it reaches
 // kube-apiserver through the namespace's loopback, like the kubelet.
-func (c *Cluster) startRealNodeAgent(ctx context.Context, n *realNode) error {
+//
+// With mpsShares it serves each card as that many CUDA MPS shares of
+// ResourceGPUShared instead, each card's daemon the stand-in
+// test/node/fake-mps-control, since no MPS server runs without a GPU.
+func (c *Cluster) startRealNodeAgent(ctx context.Context, n *realNode, mpsShares int) error {
 	// Where SetDeviceHealth edits it, as for the simulated nodes.
 	inventory := c.InventoryFile(RealNodeName)
 	if err := os.MkdirAll(filepath.Dir(inventory), 0o755); err != nil {
@@ -166,10 +170,16 @@ func (c *Cluster) startRealNodeAgent(ctx context.Context, n *realNode) error {
 	if err != nil {
 		return err
 	}
-	if err := c.inNetns("node-agent-"+RealNodeName, "kiln-node-agent",
-		"--node-name="+RealNodeName, "--inventory="+inventory, "--kubeconfig="+kc,
-		"--fake-cards-dir="+filepath.Join(n.dir, "dev"), "--cdi-spec-dir="+filepath.Join(n.dir, "cdi"),
-		"--pod-resources-socket="+filepath.Join(n.dir, "kubelet", "pod-resources", "kubelet.sock")); err != nil {
+	args := []string{"--node-name=" + RealNodeName, "--inventory=" + inventory, "--kubeconfig=" + kc,
+		"--fake-cards-dir=" + filepath.Join(n.dir, "dev"), "--cdi-spec-dir=" + filepath.Join(n.dir, "cdi"),
+		"--pod-resources-socket=" + filepath.Join(n.dir, "kubelet", "pod-resources", "kubelet.sock")}
+	resource, want := ResourceGPU, int64(4)
+	if mpsShares > 0 {
+		args = append(args, fmt.Sprintf("--mps-shares=%d", mpsShares), "--mps-dir="+c.RealNodeMPSDir(),
+			"--mps-control="+filepath.Join(c.opts.RepoRoot, "test", "node", "fake-mps-control"))
+		resource, want = ResourceGPUShared, int64(4*mpsShares)
+	}
+	if err := c.inNetns("node-agent-"+RealNodeName, "kiln-node-agent", args...); err != nil {
 		return err
 	}
 	// The kubelet reports the plugin's cards at its next status update.
@@ -178,9 +188,33 @@ func (c *Cluster) startRealNodeAgent(ctx context.Context, n *realNode) error {
 		if err != nil {
 			return false, nil
 		}
-		got := node.Status.Allocatable[ResourceGPU]
-		return got.Value() == 4, nil
+		got := node.Status.Allocatable[corev1.ResourceName(resource)]
+		return got.Value() == want, nil
 	})
+}
+
+// RealNodeMPSDir is where real-0's node agent keeps each card's MPS pipe
+// and log directories when it serves shares.
+func (c *Cluster) RealNodeMPSDir() string { return filepath.Join(c.realDir(), "mps") }
+
+// ServeRealNodeShares restarts real-0's node agent serving each card as
+// that many CUDA MPS shares (0: as whole cards again), and returns once the
+// kubelet reports them. Nothing may hold real-0's cards meanwhile.
+func (c *Cluster) ServeRealNodeShares(ctx context.Context, shares int) error {
+	name := "node-agent-" + RealNodeName
+	c.mu.Lock()
+	i := slices.IndexFunc(c.procs, func(p *process) bool { return p.name == name })
+	if i < 0 || c.real == nil {
+		c.mu.Unlock()
+		return fmt.Errorf("the launcher started no %s", name)
+	}
+	p := c.procs[i]
+	c.procs = slices.Delete(c.procs, i, i+1)
+	c.mu.Unlock()
+	if err := p.stop(15 * time.Second); err != nil {
+		return fmt.Errorf("stopping %s: %w", name, err)
+	}
+	return c.startRealNodeAgent(ctx, c.real, shares)
 }
 
 // setupNetns makes the node's namespace: loopback up, the node's address on
