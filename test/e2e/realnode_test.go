@@ -689,7 +689,7 @@ spec:
 		t.Errorf("a 50%% slice: %v; want refused: %q", err, want)
 	}
 
-	const command = `ls /dev; echo NVIDIA_VISIBLE_DEVICES=$NVIDIA_VISIBLE_DEVICES; echo "pipe=$CUDA_MPS_PIPE_DIRECTORY serves $(cat $CUDA_MPS_PIPE_DIRECTORY/control)"; while true; do sleep 1; done`
+	const command = `trap 'exit 0' TERM; ls /dev; echo NVIDIA_VISIBLE_DEVICES=$NVIDIA_VISIBLE_DEVICES; echo "pipe=$CUDA_MPS_PIPE_DIRECTORY serves $(cat $CUDA_MPS_PIPE_DIRECTORY/control)"; while true; do sleep 1; done`
 	names := []string{"s1", "s2", "s3", "s4", "s5"}
 	for _, name := range names {
 		mustKubectl(t, tenant(tenantA), fmt.Sprintf(`apiVersion: gpu.kiln.dev/v1alpha1
