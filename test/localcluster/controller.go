@@ -23,6 +23,10 @@ func (c *Cluster) startController(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	return c.startControllerWith(ctx, kc)
+}
+
+func (c *Cluster) startControllerWith(ctx context.Context, kc string) error {
 	args := append([]string{
 		"--kubeconfig=" + kc,
 		"--bind-address=127.0.0.1:" + strconv.Itoa(c.ports.controller),
@@ -73,6 +77,18 @@ func (c *Cluster) KillController() error {
 // StartController starts kiln-controller again after KillController.
 func (c *Cluster) StartController(ctx context.Context) error {
 	return c.startController(ctx)
+}
+
+// StartControllerVia starts kiln-controller again after KillController,
+// reaching kube-apiserver through server (a proxy a test runs, whose
+// certificate caFile verifies) instead of directly.
+func (c *Cluster) StartControllerVia(ctx context.Context, server, caFile string) error {
+	kc, err := c.serviceAccountKubeconfigVia(ctx, controllerServiceAccount,
+		filepath.Join(c.Dir, controllerServiceAccount+"-via.kubeconfig"), server, caFile)
+	if err != nil {
+		return err
+	}
+	return c.startControllerWith(ctx, kc)
 }
 
 // ContainerLogFile is what kwok serves as the log of every container;

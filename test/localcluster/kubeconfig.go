@@ -71,13 +71,18 @@ func (c *Cluster) componentKubeconfig(name, user string, groups ...string) (stri
 // ServiceAccount of kiln-system with a TokenRequest token, as a Pod of that
 // account would.
 func (c *Cluster) serviceAccountKubeconfig(ctx context.Context, account string) (string, error) {
+	return c.serviceAccountKubeconfigVia(ctx, account, filepath.Join(c.Dir, account+".kubeconfig"), c.apiserverURL(), c.pki.ca.CertFile)
+}
+
+// serviceAccountKubeconfigVia is serviceAccountKubeconfig reaching
+// kube-apiserver at server, whose certificate caFile verifies.
+func (c *Cluster) serviceAccountKubeconfigVia(ctx context.Context, account, kc, server, caFile string) (string, error) {
 	expiry := int64((48 * time.Hour).Seconds())
 	tok, err := c.kube.CoreV1().ServiceAccounts(kilnNamespace).CreateToken(ctx, account,
 		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: &expiry}}, metav1.CreateOptions{})
 	if err != nil {
 		return "", err
 	}
-	kc := filepath.Join(c.Dir, account+".kubeconfig")
 	user := "system:serviceaccount:" + kilnNamespace + ":" + account
-	return kc, writeKubeconfig(kc, c.apiserverURL(), c.pki.ca.CertFile, user, "", credentials{token: tok.Status.Token})
+	return kc, writeKubeconfig(kc, server, caFile, user, "", credentials{token: tok.Status.Token})
 }
