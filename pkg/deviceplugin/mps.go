@@ -129,6 +129,10 @@ func shareOf(card Device, shares int) *resource.Quantity {
 // if none answers. The limits are defaults for servers the daemon starts
 // after them, so they are set before any container of the card's runs.
 func (c *MPSControl) Configure(card Device, shares int) error {
+	if card.Memory.Value() < int64(shares)<<20 {
+		// A limit of 0M would not cap a share at its part of the card.
+		return fmt.Errorf("the memory of %s is not known, so its shares cannot be capped", card.UUID)
+	}
 	for _, dir := range []string{c.PipeDir(card.UUID), c.LogDir(card.UUID)} {
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			return err

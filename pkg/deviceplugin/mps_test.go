@@ -86,6 +86,19 @@ func TestMPSWithoutDaemon(t *testing.T) {
 	}
 }
 
+// TestMPSWithoutMemory: a card whose memory the backend could not read
+// has no limit to give its daemon, so its shares are unhealthy.
+func TestMPSWithoutMemory(t *testing.T) {
+	control := &MPSControl{Dir: t.TempDir(), Command: fakeControl}
+	err := control.Configure(Device{UUID: "GPU-0"}, 4)
+	if err == nil || !strings.Contains(err.Error(), "the memory of GPU-0 is not known") {
+		t.Errorf("error %v, want the card's memory unknown", err)
+	}
+	if _, statErr := os.Stat(filepath.Join(control.LogDir("GPU-0"), "control.log")); statErr == nil {
+		t.Errorf("the daemon was started without a memory limit to give it")
+	}
+}
+
 func sharesPlugin(t *testing.T) *Plugin {
 	t.Helper()
 	m, control := mpsBackend(t, fakeControl)
