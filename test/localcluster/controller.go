@@ -3,11 +3,13 @@ package localcluster
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"kiln.dev/kiln/test/images"
@@ -74,9 +76,34 @@ func (c *Cluster) KillController() error {
 	return nil
 }
 
-// StartController starts kiln-controller again after KillController.
+// StartController starts kiln-controller again after KillController, and
+// returns once it leads.
 func (c *Cluster) StartController(ctx context.Context) error {
-	return c.startController(ctx)
+	if err := c.startController(ctx); err != nil {
+		return err
+	}
+	return c.waitControllerLeads(ctx)
+}
+
+// waitControllerLeads waits until kiln-controller runs its loops: a
+// restarted one first waits out the Lease of the one killed before it,
+// and its work queues, in /metrics, exist only once it leads.
+func (c *Cluster) waitControllerLeads(ctx context.Context) error {
+	url := c.ControllerMetricsURL() + "/metrics"
+	client := &http.Client{Timeout: 5 * time.Second}
+	return c.poll(ctx, time.Minute, func(ctx context.Context) (bool, error) {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		if err != nil {
+			return false, err
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			return false, err
+		}
+		defer resp.Body.Close()
+		body, err := io.ReadAll(resp.Body)
+		return err == nil && strings.Contains(string(body), `workqueue_depth{name="instance"}`), err
+	})
 }
 
 // StartControllerVia starts kiln-controller again after KillController,
@@ -88,7 +115,10 @@ func (c *Cluster) StartControllerVia(ctx context.Context, server, caFile string)
 	if err != nil {
 		return err
 	}
-	return c.startControllerWith(ctx, kc)
+	if err := c.startControllerWith(ctx, kc); err != nil {
+		return err
+	}
+	return c.waitControllerLeads(ctx)
 }
 
 // ContainerLogFile is what kwok serves as the log of every container;
