@@ -1,18 +1,10 @@
 package apiserver
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"fmt"
-	"math/big"
-	"net"
 	"os"
 	"path/filepath"
-	"time"
 )
 
 // EtcdPKI is the credential of an etcd that only Kiln's API server may
@@ -59,78 +51,24 @@ func WriteEtcdPKI(dir string, hosts []string) (EtcdPKI, error) {
 			return p, err
 		}
 	}
-	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	ca, err := newAuthority("kiln-etcd-ca")
 	if err != nil {
 		return p, err
 	}
-	now := time.Now()
-	caTemplate := &x509.Certificate{
-		SerialNumber:          big.NewInt(1),
-		Subject:               pkix.Name{CommonName: "kiln-etcd-ca"},
-		NotBefore:             now.Add(-time.Hour),
-		NotAfter:              now.AddDate(10, 0, 0),
-		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
-		BasicConstraintsValid: true,
-		IsCA:                  true,
-	}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTemplate, caTemplate, &caKey.PublicKey, caKey)
-	if err != nil {
-		return p, err
-	}
-	ca, err := x509.ParseCertificate(caDER)
-	if err != nil {
-		return p, err
-	}
-	issue := func(serial int64, cn string, usage x509.ExtKeyUsage, certFile, keyFile string) error {
-		key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-		if err != nil {
-			return err
-		}
-		tmpl := &x509.Certificate{
-			SerialNumber: big.NewInt(serial),
-			Subject:      pkix.Name{CommonName: cn},
-			NotBefore:    now.Add(-time.Hour),
-			NotAfter:     now.AddDate(10, 0, 0),
-			KeyUsage:     x509.KeyUsageDigitalSignature,
-			ExtKeyUsage:  []x509.ExtKeyUsage{usage},
-		}
-		if usage == x509.ExtKeyUsageServerAuth {
-			// etcd's gRPC gateway dials etcd itself with the serving
-			// certificate as its client certificate.
-			tmpl.ExtKeyUsage = append(tmpl.ExtKeyUsage, x509.ExtKeyUsageClientAuth)
-			for _, h := range hosts {
-				if ip := net.ParseIP(h); ip != nil {
-					tmpl.IPAddresses = append(tmpl.IPAddresses, ip)
-				} else {
-					tmpl.DNSNames = append(tmpl.DNSNames, h)
-				}
-			}
-		}
-		der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
-		if err != nil {
-			return err
-		}
-		keyDER, err := x509.MarshalECPrivateKey(key)
-		if err != nil {
-			return err
-		}
-		if err := writePEM(certFile, "CERTIFICATE", der, 0o644); err != nil {
-			return err
-		}
-		return writePEM(keyFile, "EC PRIVATE KEY", keyDER, 0o600)
-	}
-	if err := issue(2, "kiln-etcd", x509.ExtKeyUsageServerAuth, p.ServerCertFile, p.ServerKeyFile); err != nil {
+	// etcd's gRPC gateway dials etcd itself with the serving certificate
+	// as its client certificate.
+	if err := ca.issue(2, "kiln-etcd", []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth}, hosts, p.ServerCertFile, p.ServerKeyFile); err != nil {
 		return p, fmt.Errorf("etcd serving certificate: %w", err)
 	}
-	if err := issue(3, "kiln-apiserver", x509.ExtKeyUsageClientAuth, p.ClientCertFile, p.ClientKeyFile); err != nil {
+	if err := ca.issue(3, "kiln-apiserver", []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}, nil, p.ClientCertFile, p.ClientKeyFile); err != nil {
 		return p, fmt.Errorf("etcd client certificate: %w", err)
 	}
 	// The client trusts etcd by the same CA. The server's CA goes last:
 	// its presence says the set is complete.
-	if err := writePEM(filepath.Join(filepath.Dir(p.ClientCertFile), "ca.crt"), "CERTIFICATE", caDER, 0o644); err != nil {
+	if err := writePEM(filepath.Join(filepath.Dir(p.ClientCertFile), "ca.crt"), "CERTIFICATE", ca.der, 0o644); err != nil {
 		return p, err
 	}
-	return p, writePEM(p.CAFile, "CERTIFICATE", caDER, 0o644)
+	return p, writePEM(p.CAFile, "CERTIFICATE", ca.der, 0o644)
 }
 
 func allExist(paths ...string) bool {
@@ -140,8 +78,4 @@ func allExist(paths ...string) bool {
 		}
 	}
 	return true
-}
-
-func writePEM(path, kind string, der []byte, mode os.FileMode) error {
-	return os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: kind, Bytes: der}), mode)
 }

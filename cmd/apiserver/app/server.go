@@ -49,7 +49,7 @@ runs on its own on 127.0.0.1 with an embedded etcd.`,
 		},
 	}
 	cmd.SetContext(ctx)
-	cmd.AddCommand(newEtcdPKICommand(out))
+	cmd.AddCommand(newEtcdPKICommand(out), newServingCertCommand(out))
 	o.AddFlags(cmd.Flags())
 	logsapi.AddFlags(logs, cmd.Flags())
 	return cmd
