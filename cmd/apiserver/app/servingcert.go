@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+	"k8s.io/component-base/version"
 	"sigs.k8s.io/yaml"
 
 	"kiln.dev/kiln/pkg/apiserver"
@@ -20,7 +21,7 @@ import (
 var servingHosts = []string{"kiln-apiserver.kiln-system.svc", "kiln-apiserver.kiln-system.svc.cluster.local"}
 
 func newServingCertCommand(out io.Writer) *cobra.Command {
-	dir, base, hosts, etcd := "kiln-install", "artifacts", servingHosts, etcdHosts
+	dir, base, registry, hosts, etcd := "kiln-install", "artifacts", "", servingHosts, etcdHosts
 	cmd := &cobra.Command{
 		Use:   "serving-cert",
 		Short: "Write the credentials of an install and a kustomization that applies them",
@@ -33,19 +34,21 @@ and a kustomization that installs Kiln with it:
                         --base, the Secrets kiln-apiserver-tls,
                         kiln-etcd-server and kiln-etcd-client made from
                         those files, and the APIService's caBundle set to
-                        the serving certificate's CA
+                        the serving certificate's CA; with --registry,
+                        the images of this build there
 
 Then "kubectl apply -k DIR" installs or updates Kiln. The Secrets' names
 carry a hash of their contents, so new credentials roll the Pods that
 mount them. Keep DIR private: it holds etcd's client key.`,
-		Example: `  kiln-apiserver serving-cert --dir kiln-install --base artifacts
+		Example: `  make images && make push REGISTRY=registry.example/kiln
+  kiln-apiserver serving-cert --dir kiln-install --base artifacts --registry registry.example/kiln
   kubectl apply -k kiln-install`,
 		Args: cobra.NoArgs,
 		RunE: func(*cobra.Command, []string) error {
 			if entries, err := os.ReadDir(dir); err == nil && len(entries) > 0 {
 				return fmt.Errorf("%s is not empty; remove it or pick another --dir, so a credential in use is never overwritten", dir)
 			}
-			if err := writeInstall(dir, base, hosts, etcd); err != nil {
+			if err := writeInstall(dir, base, registry, hosts, etcd); err != nil {
 				return err
 			}
 			fmt.Fprintf(out, "Wrote %s. Install Kiln with (keep %s private):\n  kubectl apply -k %s\n", dir, dir, dir)
@@ -54,6 +57,7 @@ mount them. Keep DIR private: it holds etcd's client key.`,
 	}
 	cmd.Flags().StringVar(&dir, "dir", dir, "directory to write the credentials and the kustomization to; must be empty or absent")
 	cmd.Flags().StringVar(&base, "base", base, "the kustomization to install: a directory (artifacts/ of Kiln's source, or an overlay of it) or a remote kustomize URL")
+	cmd.Flags().StringVar(&registry, "registry", registry, "where `make push` put Kiln's images: the kustomization names them there, tagged with this binary's version (etcd keeps the base's tag)")
 	cmd.Flags().StringSliceVar(&hosts, "host", hosts, "DNS names and IP addresses kiln-apiserver's serving certificate is valid for")
 	cmd.Flags().StringSliceVar(&etcd, "etcd-host", etcd, "DNS names and IP addresses etcd's serving certificate is valid for")
 	return cmd
@@ -61,7 +65,7 @@ mount them. Keep DIR private: it holds etcd's client key.`,
 
 // writeInstall writes the credentials and the kustomization of an install
 // to dir.
-func writeInstall(dir, base string, hosts, etcdHosts []string) error {
+func writeInstall(dir, base, registry string, hosts, etcdHosts []string) error {
 	// kustomize resolves a base relative to the kustomization; a base that
 	// is not a local directory is taken as a URL.
 	resource := base
@@ -126,8 +130,25 @@ func writeInstall(dir, base string, hosts, etcdHosts []string) error {
 	if err != nil {
 		return err
 	}
+	if registry != "" {
+		k = append(k, images(registry, version.Get().GitVersion)...)
+	}
 	var b bytes.Buffer
 	b.WriteString("# Written by `kiln-apiserver serving-cert`; install with `kubectl apply -k` of\n# this directory. It holds etcd's client key: keep it private.\n")
 	b.Write(k)
 	return os.WriteFile(filepath.Join(dir, "kustomization.yaml"), b.Bytes(), 0o600)
+}
+
+// images is the kustomization's images field for Kiln's images under
+// registry, as `make images` names them: the three of this build at tag,
+// etcd at the base's tag.
+func images(registry, tag string) []byte {
+	registry = strings.TrimSuffix(registry, "/")
+	var b strings.Builder
+	b.WriteString("images:\n")
+	for _, name := range []string{"kiln-apiserver", "kiln-controller", "kiln-node-agent"} {
+		fmt.Fprintf(&b, "- name: %s\n  newName: %s/%s\n  newTag: %s\n", name, registry, name, tag)
+	}
+	fmt.Fprintf(&b, "- name: etcd\n  newName: %s/etcd\n", registry)
+	return []byte(b.String())
 }

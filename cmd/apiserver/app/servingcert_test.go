@@ -9,13 +9,14 @@ import (
 	"strings"
 	"testing"
 
+	"k8s.io/component-base/version"
 	"sigs.k8s.io/yaml"
 )
 
 func TestWriteInstall(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "install")
 	base := filepath.Join("..", "..", "..", "artifacts")
-	if err := writeInstall(dir, base, servingHosts, etcdHosts); err != nil {
+	if err := writeInstall(dir, base, "registry.example/kiln", servingHosts, etcdHosts); err != nil {
 		t.Fatal(err)
 	}
 	var k struct {
@@ -25,6 +26,9 @@ func TestWriteInstall(t *testing.T) {
 			Files                 []string
 		} `json:"secretGenerator"`
 		Patches []struct{ Patch string }
+		Images  []struct {
+			Name, NewName, NewTag string
+		} `json:"images"`
 	}
 	b, err := os.ReadFile(filepath.Join(dir, "kustomization.yaml"))
 	if err != nil {
@@ -53,6 +57,16 @@ func TestWriteInstall(t *testing.T) {
 	}
 	if got := strings.Join(names, ","); got != "kiln-apiserver-tls,kiln-etcd-server,kiln-etcd-client" {
 		t.Errorf("Secrets = %s", got)
+	}
+	var images []string
+	for _, i := range k.Images {
+		images = append(images, i.Name+"="+i.NewName+":"+i.NewTag)
+	}
+	tag := version.Get().GitVersion
+	if got, want := strings.Join(images, " "), "kiln-apiserver=registry.example/kiln/kiln-apiserver:"+tag+
+		" kiln-controller=registry.example/kiln/kiln-controller:"+tag+" kiln-node-agent=registry.example/kiln/kiln-node-agent:"+tag+
+		" etcd=registry.example/kiln/etcd:"; got != want {
+		t.Errorf("images = %s, want %s", got, want)
 	}
 	// The caBundle verifies the serving certificate for the Service's name,
 	// as the aggregator does.
