@@ -9,7 +9,9 @@ import (
 	"github.com/spf13/pflag"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilerrors "k8s.io/apimachinery/pkg/util/errors"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/util/sets"
+	utilversion "k8s.io/apimachinery/pkg/util/version"
 	"k8s.io/apiserver/pkg/admission"
 	"k8s.io/apiserver/pkg/endpoints/openapi"
 	genericapiserver "k8s.io/apiserver/pkg/server"
@@ -35,7 +37,12 @@ const DefaultEtcdPathPrefix = "/registry/gpu.kiln.dev"
 // Options are the flags of the Kiln API server.
 type Options struct {
 	RecommendedOptions *genericoptions.RecommendedOptions
-	// ComponentGlobalsRegistry holds the effective version and feature gates.
+	// ServerRun are the generic server's own flags: in-flight limits,
+	// request timeouts, and how it shuts down, which decides what clients
+	// see while a replica is replaced.
+	ServerRun *genericoptions.ServerRunOptions
+	// ComponentGlobalsRegistry holds the effective version and feature
+	// gates; ServerRun adds its flags.
 	ComponentGlobalsRegistry basecompatibility.ComponentGlobalsRegistry
 	// Standalone runs without a cluster. Kiln's admission plugins receive
 	// their informers through RecommendedOptions.ExtraAdmissionInitializers.
@@ -82,16 +89,33 @@ func NewOptions(out io.Writer) *Options {
 	// watches through Kiln onto few HTTP/2 connections, and Go's default of
 	// 250 streams each would open more connections sooner.
 	o.RecommendedOptions.SecureServing.HTTP2MaxStreamsPerConnection = 1000
-	_, _ = o.ComponentGlobalsRegistry.ComponentGlobalsOrRegister(basecompatibility.DefaultKubeComponent,
-		basecompatibility.NewEffectiveVersionFromString(baseversion.DefaultKubeBinaryVersion, "", ""),
-		utilfeature.DefaultMutableFeatureGate)
+	registerKubeComponent(o.ComponentGlobalsRegistry)
+	o.ServerRun = genericoptions.NewServerRunOptionsForComponent(basecompatibility.DefaultKubeComponent, o.ComponentGlobalsRegistry)
 	return o
+}
+
+// registerKubeComponent makes the kube component's binary version that of
+// the Kubernetes libraries Kiln is built with. k8s.io/apiserver registers
+// it at init from component-base's gitVersion, which make stamps with
+// Kiln's own version (v0.x): taken for Kubernetes', the server would
+// emulate Kubernetes 0.x, and refuse to start since that is below the
+// emulation floor. The floor is kube-apiserver's, three minor releases
+// back.
+func registerKubeComponent(r basecompatibility.ComponentGlobalsRegistry) {
+	binary := utilversion.MustParse(baseversion.DefaultKubeBinaryVersion)
+	if v := r.EffectiveVersionFor(basecompatibility.DefaultKubeComponent); v != nil && v.BinaryVersion().EqualTo(binary) {
+		return
+	}
+	floor := binary.SubtractMinor(3)
+	r.Reset()
+	utilruntime.Must(r.Register(basecompatibility.DefaultKubeComponent,
+		basecompatibility.NewEffectiveVersion(binary, false, floor, floor), utilfeature.DefaultMutableFeatureGate))
 }
 
 // AddFlags adds every flag of the server to fs.
 func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	o.RecommendedOptions.AddFlags(fs)
-	o.ComponentGlobalsRegistry.AddFlags(fs)
+	o.ServerRun.AddUniversalFlags(fs)
 	o.Standalone.AddFlags(fs)
 	fs.IntVar(&o.MaxLogFollowsPerUser, "max-log-follows-per-user", o.MaxLogFollowsPerUser,
 		"The most instances/log?follow=true streams one user may hold open at once; more are answered 429 with Retry-After. "+
@@ -116,7 +140,7 @@ func (o *Options) Validate() error {
 		errs = append(errs, o.RecommendedOptions.Validate()...)
 		errs = append(errs, validateAdmission(o.RecommendedOptions.Admission)...)
 	}
-	errs = append(errs, o.ComponentGlobalsRegistry.Validate()...)
+	errs = append(errs, o.ServerRun.Validate()...)
 	if o.MaxLogFollowsPerUser < 0 {
 		errs = append(errs, fmt.Errorf("--max-log-follows-per-user=%d: must be 0 (no limit) or more", o.MaxLogFollowsPerUser))
 	}
@@ -143,8 +167,11 @@ func (o *Options) Config(ctx context.Context) (*Config, error) {
 	serverConfig.OpenAPIV3Config = genericapiserver.DefaultOpenAPIV3Config(kilnopenapi.GetOpenAPIDefinitions, namer)
 	serverConfig.OpenAPIV3Config.Info.Title = "Kiln"
 	serverConfig.OpenAPIV3Config.Info.Version = "v1alpha1"
-	serverConfig.FeatureGate = o.ComponentGlobalsRegistry.FeatureGateFor(basecompatibility.DefaultKubeComponent)
-	serverConfig.EffectiveVersion = o.ComponentGlobalsRegistry.EffectiveVersionFor(basecompatibility.DefaultKubeComponent)
+	// Before RecommendedOptions: priority and fairness sizes itself from
+	// the in-flight limits.
+	if err := o.ServerRun.ApplyTo(&serverConfig.Config); err != nil {
+		return nil, err
+	}
 
 	if err := applyStorageCodec(ro.Etcd); err != nil {
 		return nil, err
