@@ -60,6 +60,8 @@ type Options struct {
 
 // NewOptions returns the default options of cluster mode.
 func NewOptions(out io.Writer) *Options {
+	// First: the options below read feature gates.
+	registerKubeComponent(compatibility.DefaultComponentGlobalsRegistry)
 	o := &Options{
 		// Config makes the storage codec, from --storage-media-type.
 		RecommendedOptions:       genericoptions.NewRecommendedOptions(DefaultEtcdPathPrefix, nil),
@@ -89,7 +91,6 @@ func NewOptions(out io.Writer) *Options {
 	// watches through Kiln onto few HTTP/2 connections, and Go's default of
 	// 250 streams each would open more connections sooner.
 	o.RecommendedOptions.SecureServing.HTTP2MaxStreamsPerConnection = 1000
-	registerKubeComponent(o.ComponentGlobalsRegistry)
 	o.ServerRun = genericoptions.NewServerRunOptionsForComponent(basecompatibility.DefaultKubeComponent, o.ComponentGlobalsRegistry)
 	return o
 }

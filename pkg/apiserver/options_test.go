@@ -8,6 +8,10 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	utilversion "k8s.io/apimachinery/pkg/util/version"
+	utilfeature "k8s.io/apiserver/pkg/util/feature"
+	basecompatibility "k8s.io/component-base/compatibility"
+	baseversion "k8s.io/component-base/version"
 
 	"kiln.dev/kiln/pkg/apis/gpu"
 )
@@ -45,6 +49,43 @@ func TestStandaloneRefusesNonLoopback(t *testing.T) {
 			}
 			if tc.wantErr == "" && o.RecommendedOptions.SecureServing.BindAddress.String() != "127.0.0.1" {
 				t.Errorf("bound to %v", o.RecommendedOptions.SecureServing.BindAddress)
+			}
+		})
+	}
+}
+
+// TestKubeComponentVersion: whatever gitVersion make stamps, the kube
+// component is Kubernetes at the libraries' release, and validates.
+func TestKubeComponentVersion(t *testing.T) {
+	kube := utilversion.MustParse(baseversion.DefaultKubeBinaryVersion)
+	for _, tc := range []struct {
+		name       string
+		registered basecompatibility.MutableEffectiveVersion // nil: nothing registered
+	}{
+		{name: "nothing registered"},
+		{name: "registered from Kiln's v0.1 gitVersion", registered: basecompatibility.NewEffectiveVersion(
+			utilversion.MustParse("v0.1.0-g1dd2a0e1d84e"), false, utilversion.MajorMinor(1, 34), utilversion.MajorMinor(1, 34))},
+		{name: "registered at the libraries' release", registered: basecompatibility.NewEffectiveVersionFromString(
+			baseversion.DefaultKubeBinaryVersion, "", "")},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := basecompatibility.NewComponentGlobalsRegistry()
+			if tc.registered != nil {
+				// As k8s.io/apiserver registers it at init.
+				if err := r.Register(basecompatibility.DefaultKubeComponent, tc.registered, utilfeature.DefaultMutableFeatureGate); err != nil {
+					t.Fatal(err)
+				}
+			}
+			registerKubeComponent(r)
+			v := r.EffectiveVersionFor(basecompatibility.DefaultKubeComponent)
+			if v == nil || !v.BinaryVersion().EqualTo(kube) || !v.EmulationVersion().EqualTo(kube.WithPatch(0)) {
+				t.Fatalf("kube component %v, want binary and emulation version %s", v, kube)
+			}
+			if errs := r.Validate(); len(errs) != 0 {
+				t.Errorf("validation: %v", errs)
+			}
+			if r.FeatureGateFor(basecompatibility.DefaultKubeComponent) != utilfeature.DefaultMutableFeatureGate {
+				t.Error("the kube component's feature gate is not k8s.io/apiserver's")
 			}
 		})
 	}

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"k8s.io/component-base/version"
 )
 
 // golden compares got with testdata/name, or rewrites it with -update.
@@ -45,6 +46,22 @@ func TestHelp(t *testing.T) {
 			}
 			golden(t, "help-"+name+".golden", out)
 		})
+	}
+}
+
+// --version prints the version make stamps, and -v is left to mean
+// verbosity, as it does for kubectl.
+func TestVersion(t *testing.T) {
+	f := newFixture(t, nil)
+	out, _, err := f.run(t, "--version")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "kubectl gpu version " + version.Get().GitVersion + "\n"; out != want {
+		t.Errorf("--version printed %q, want %q", out, want)
+	}
+	if _, _, err := f.run(t, "-v"); err == nil {
+		t.Error("-v was taken; it should be unknown, as kubectl's verbosity")
 	}
 }
 

@@ -27,6 +27,7 @@ import (
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/component-base/version"
 
 	"kiln.dev/kiln/pkg/apis/gpu/v1alpha1"
 	"kiln.dev/kiln/pkg/generated/clientset/versioned"
@@ -80,6 +81,7 @@ It reads the kubeconfig as kubectl does (--kubeconfig, --context, -n).`,
   kubectl gpu why notebook
   kubectl gpu capacity`,
 		Annotations:   map[string]string{cobra.CommandDisplayNameAnnotation: "kubectl gpu"},
+		Version:       version.Get().GitVersion,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		CompletionOptions: cobra.CompletionOptions{
@@ -90,6 +92,9 @@ It reads the kubeconfig as kubectl does (--kubeconfig, --context, -n).`,
 	cmd.SetErr(o.IO.ErrOut)
 	cmd.SetIn(o.IO.In)
 	o.Flags.AddFlags(cmd.PersistentFlags())
+	// Declared here so that cobra does not give it -v, which is kubectl's
+	// verbosity.
+	cmd.Flags().Bool("version", false, "print the version of kubectl gpu and quit")
 	cmd.AddCommand(
 		newLifecycleCommand(o, "start"),
 		newLifecycleCommand(o, "stop"),

@@ -10,6 +10,7 @@ import (
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	basecompatibility "k8s.io/component-base/compatibility"
 	logsapi "k8s.io/component-base/logs/api/v1"
+	"k8s.io/component-base/version"
 
 	"kiln.dev/kiln/pkg/apiserver"
 )
@@ -31,6 +32,8 @@ gpu.kiln.dev API group. By default it runs as an aggregated API server of a
 Kubernetes cluster, delegating authentication and authorization to it and
 storing objects in the etcd named by --etcd-servers. With --standalone it
 runs on its own on 127.0.0.1 with an embedded etcd.`,
+		// --version: what make stamps into component-base's version.
+		Version:      version.Get().GitVersion,
 		SilenceUsage: true,
 		PersistentPreRunE: func(*cobra.Command, []string) error {
 			return o.ComponentGlobalsRegistry.Set()

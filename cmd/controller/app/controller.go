@@ -30,6 +30,7 @@ import (
 	"k8s.io/component-base/metrics/legacyregistry"
 	_ "k8s.io/component-base/metrics/prometheus/clientgo"  // client-go request metrics
 	_ "k8s.io/component-base/metrics/prometheus/workqueue" // work-queue depth, latency, retries
+	"k8s.io/component-base/version"
 	"k8s.io/klog/v2"
 
 	"kiln.dev/kiln/pkg/generated/clientset/versioned"
@@ -53,6 +54,7 @@ func NewCommand(ctx context.Context) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:          "kiln-controller",
 		Short:        "Turns Kiln's Instances into Pods and Services, holds Claims' cards and reports InstanceType capacity",
+		Version:      version.Get().GitVersion,
 		SilenceUsage: true,
 		PersistentPreRunE: func(*cobra.Command, []string) error {
 			return logsapi.ValidateAndApply(o.Logs, nil)

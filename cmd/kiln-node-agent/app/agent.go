@@ -13,6 +13,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	logsapi "k8s.io/component-base/logs/api/v1"
+	"k8s.io/component-base/version"
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 
 	"kiln.dev/kiln/pkg/deviceplugin"
@@ -56,6 +57,7 @@ simulated node, allocating devices to the Pods bound to it.`,
   # A simulated node:
   kiln-node-agent --inventory devices.yaml --device-plugin-dir /tmp/device-plugins`,
 		Args:         cobra.NoArgs,
+		Version:      version.Get().GitVersion,
 		SilenceUsage: true,
 		// Persistent, so that under kiln-controller's deprecated `node`
 		// these flags apply and not the root command's.
