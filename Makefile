@@ -9,31 +9,60 @@ TEST_SOURCES := $(shell find test -name '*.go' 2>/dev/null) test/go.mod test/go.
 # about each of them on every build.
 export CGO_CFLAGS := -O2 -g -Wno-deprecated-declarations
 
-.PHONY: all build control-plane node node-packages node-images generate verify lint test unit integration fuzz e2e faults bench bench-api up down clean-local run clean
+.PHONY: all build control-plane node node-packages node-images generate verify lint test unit integration fuzz e2e faults bench bench-api up down clean-local run clean FORCE
 
 all: build
 
 build: $(BIN)/kiln-apiserver $(BIN)/kiln-controller $(BIN)/kiln-node-agent $(BIN)/kubectl-gpu
 
+# Kiln's version: KILN_BASE_VERSION, then -g and the commit's first 12 hex
+# digits, then -dirty when `git status` shows any change, untracked files
+# included; e.g. v0.1.0-g1dd2a0e1d84e. The g, as git describe writes it,
+# keeps a sha of digits a valid semver pre-release (and the whole a valid
+# image tag). It goes into k8s.io/component-base/version of every binary,
+# for their --version and kiln-apiserver's /version, and into the images'
+# tags and labels. The build date is the commit's, not the clock's, so one
+# commit builds the same binaries and the same image digests.
+KILN_BASE_VERSION := v0.1.0
+GIT_COMMIT := $(shell git rev-parse HEAD 2>/dev/null)
+GIT_TREE_STATE := $(if $(shell git status --porcelain 2>/dev/null),dirty,clean)
+GIT_VERSION := $(KILN_BASE_VERSION)-g$(shell git rev-parse --short=12 HEAD 2>/dev/null)$(if $(filter dirty,$(GIT_TREE_STATE)),-dirty)
+KILN_VERSION ?= $(GIT_VERSION)
+BUILD_DATE := $(shell TZ=UTC0 git show -s --format=%cd --date=format-local:%Y-%m-%dT%H:%M:%SZ HEAD 2>/dev/null)
+VERSION_LDFLAGS := -X k8s.io/component-base/version.gitVersion=$(KILN_VERSION) \
+	-X k8s.io/component-base/version.gitCommit=$(GIT_COMMIT) \
+	-X k8s.io/component-base/version.gitTreeState=$(GIT_TREE_STATE) \
+	-X k8s.io/component-base/version.buildDate=$(BUILD_DATE)
+GO_BUILD := go build -trimpath -ldflags '$(VERSION_LDFLAGS)'
+
+# Rewritten only when the version changes, so the binaries that depend on
+# it are rebuilt then, and only then.
+VERSION_STAMP := $(OUTPUT)/version
+$(VERSION_STAMP): FORCE
+	@mkdir -p $(@D)
+	@echo '$(VERSION_LDFLAGS)' | cmp -s - $@ || echo '$(VERSION_LDFLAGS)' > $@
+
+FORCE:
+
 # The server and the controller need no C: static binaries, and no NVML
 # linked into the controller (its deprecated `node` gets the no-cgo backend).
-$(BIN)/kiln-apiserver: $(GO_SOURCES)
+$(BIN)/kiln-apiserver: $(GO_SOURCES) $(VERSION_STAMP)
 	@mkdir -p $(BIN)
-	CGO_ENABLED=0 go build -o $@ ./cmd/apiserver
+	CGO_ENABLED=0 $(GO_BUILD) -o $@ ./cmd/apiserver
 
-$(BIN)/kiln-controller: $(GO_SOURCES)
+$(BIN)/kiln-controller: $(GO_SOURCES) $(VERSION_STAMP)
 	@mkdir -p $(BIN)
-	CGO_ENABLED=0 go build -o $@ ./cmd/controller
+	CGO_ENABLED=0 $(GO_BUILD) -o $@ ./cmd/controller
 
 # The node agent reads the devices through NVML's bindings, which need cgo.
-$(BIN)/kiln-node-agent: $(GO_SOURCES)
+$(BIN)/kiln-node-agent: $(GO_SOURCES) $(VERSION_STAMP)
 	@mkdir -p $(BIN)
-	CGO_ENABLED=1 go build -o $@ ./cmd/kiln-node-agent
+	CGO_ENABLED=1 $(GO_BUILD) -o $@ ./cmd/kiln-node-agent
 
 # The kubectl plugin: with $(BIN) on the PATH, `kubectl gpu ...` runs it.
-$(BIN)/kubectl-gpu: $(GO_SOURCES)
+$(BIN)/kubectl-gpu: $(GO_SOURCES) $(VERSION_STAMP)
 	@mkdir -p $(BIN)
-	go build -o $@ ./cmd/kubectl-gpu
+	$(GO_BUILD) -o $@ ./cmd/kubectl-gpu
 
 # The real control plane the local cluster and end-to-end tests run: built
 # from k8s.io/kubernetes and sigs.k8s.io/kwok by the test/ module, so the
