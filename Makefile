@@ -9,7 +9,7 @@ TEST_SOURCES := $(shell find test -name '*.go' 2>/dev/null) test/go.mod test/go.
 # about each of them on every build.
 export CGO_CFLAGS := -O2 -g -Wno-deprecated-declarations
 
-.PHONY: all build control-plane node node-packages node-images generate verify lint test unit integration fuzz e2e faults bench bench-api up down clean-local run clean FORCE
+.PHONY: all build control-plane node node-packages node-images images push generate verify lint test unit integration fuzz e2e faults bench bench-api up down clean-local run clean FORCE
 
 all: build
 
@@ -137,13 +137,49 @@ $(NODE_IMAGES) &: $(wildcard test/images/*.go test/cmd/kiln-images/*.go test/cmd
 node-packages:
 	hack/install-node-packages.sh
 
+# Static, as etcd's own releases are, so that its image needs no libc.
 $(BIN)/etcd: test/go.mod test/go.sum test/cmd/etcd/main.go
 	@mkdir -p $(BIN)
-	cd test && go build -o $(abspath $@) ./cmd/etcd
+	cd test && CGO_ENABLED=0 go build -trimpath -o $(abspath $@) ./cmd/etcd
 
 $(BIN)/kwok: test/go.mod test/go.sum
 	@mkdir -p $(BIN)
 	cd test && go build -o $(abspath $@) sigs.k8s.io/kwok/cmd/kwok
+
+# Kiln's release images, written without Docker or a registry by
+# test/cmd/kiln-release-images: one OCI image tarball per image under
+# IMAGES_DIR, named kiln.local/<name>:$(KILN_VERSION) (etcd by its own
+# version, from test/go.mod), and a table of their digests and sizes in
+# images.txt. kiln-apiserver, kiln-controller, kiln-holder (the pause
+# binary of Claims' holders) and etcd are static binaries run as user
+# 65532, beside Debian's CA certificates and an /etc/passwd; kiln-node-agent
+# runs as root, with the libraries of Debian's libc6 it links. They carry
+# no creation time, so one commit gives the same digests.
+IMAGES_DIR := $(OUTPUT)/images/kiln
+KILN_SOURCE ?= https://kiln.dev/kiln
+ETCD_VERSION := $(shell awk '$$1 == "go.etcd.io/etcd/server/v3" { print $$2 }' test/go.mod)
+
+$(BIN)/pause: $(wildcard test/cmd/pause/*.go) test/go.mod test/go.sum
+	@mkdir -p $(BIN)
+	cd test && CGO_ENABLED=0 go build -trimpath -o $(abspath $@) ./cmd/pause
+
+images: $(addprefix $(BIN)/,kiln-apiserver kiln-controller kiln-node-agent pause etcd) $(VERSION_STAMP)
+	cd test && go run ./cmd/kiln-release-images -out $(abspath $(IMAGES_DIR)) -bin $(abspath $(BIN)) \
+		-version $(KILN_VERSION) -revision $(GIT_COMMIT) -source $(KILN_SOURCE) -etcd-version $(ETCD_VERSION)
+
+# Pushes the images `make images` writes to REGISTRY=host[:port]/path, as
+# $(REGISTRY)/<name>:<tag>, with credentials from the Docker config
+# (docker login, or ~/.docker/config.json). REGISTRY_INSECURE=1 pushes over
+# plain HTTP.
+ifneq ($(filter push,$(MAKECMDGOALS)),)
+ifeq ($(REGISTRY),)
+$(error make push: set REGISTRY=host[:port]/path, the repository to push the images under)
+endif
+endif
+
+push: images
+	cd test && go run ./cmd/kiln-release-images -out $(abspath $(IMAGES_DIR)) -push $(REGISTRY) \
+		$(if $(filter 1 true yes,$(REGISTRY_INSECURE)),-insecure)
 
 # The launcher behind `make up` and the end-to-end tests.
 $(BIN)/kiln-up: $(GO_SOURCES) $(TEST_SOURCES)

@@ -30,20 +30,25 @@ const (
 )
 
 // File is one entry of an image's only layer: a regular file copied from
-// Source, or a symlink to Link.
+// Source or holding Data, a symlink to Link, or else a directory.
 type File struct {
 	Path   string
 	Mode   int64
 	Source string
+	Data   []byte
 	Link   string
 }
 
-// Spec is an image: its name, its files and what it runs.
+// Spec is an image: its name, its files and what it runs. Env defaults to
+// PATH=/bin; User to root.
 type Spec struct {
 	Name       string
 	Files      []File
 	Entrypoint []string
 	Cmd        []string
+	Env        []string
+	User       string
+	Labels     map[string]string
 }
 
 // Pause is the image whose only file is the static pause binary.
@@ -119,6 +124,9 @@ func layer(files []File) ([]byte, error) {
 				return nil, err
 			}
 			h.Typeflag, h.Size = tar.TypeReg, int64(len(data))
+		case f.Data != nil:
+			data = f.Data
+			h.Typeflag, h.Size = tar.TypeReg, int64(len(data))
 		default:
 			h.Typeflag, h.Name = tar.TypeDir, f.Path+"/"
 			dirs[h.Name] = true
@@ -158,6 +166,10 @@ func Build(s Spec) (v1.Image, error) {
 	cfg.OS, cfg.Architecture = "linux", runtime.GOARCH
 	cfg.Config.Entrypoint, cfg.Config.Cmd = s.Entrypoint, s.Cmd
 	cfg.Config.Env = []string{"PATH=/bin"}
+	if s.Env != nil {
+		cfg.Config.Env = s.Env
+	}
+	cfg.Config.User, cfg.Config.Labels = s.User, s.Labels
 	return mutate.ConfigFile(img, cfg)
 }
 
@@ -168,7 +180,13 @@ func Write(path string, s Spec) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	ref, err := name.ParseReference(s.Name)
+	return WriteImage(path, s.Name, img)
+}
+
+// WriteImage writes img as a tarball at path that names it ref, and
+// returns its digest.
+func WriteImage(path, ref string, img v1.Image) (string, error) {
+	tag, err := name.ParseReference(ref)
 	if err != nil {
 		return "", err
 	}
@@ -176,8 +194,34 @@ func Write(path string, s Spec) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if err := tarball.WriteToFile(path, ref, img); err != nil {
+	if err := tarball.WriteToFile(path, tag, img); err != nil {
 		return "", fmt.Errorf("writing %s: %w", path, err)
 	}
 	return digest.String(), nil
+}
+
+// Size is what a registry stores of img, and a pull downloads: its
+// compressed layers, its config and its manifest.
+func Size(img v1.Image) (int64, error) {
+	m, err := img.RawManifest()
+	if err != nil {
+		return 0, err
+	}
+	c, err := img.RawConfigFile()
+	if err != nil {
+		return 0, err
+	}
+	size := int64(len(m) + len(c))
+	layers, err := img.Layers()
+	if err != nil {
+		return 0, err
+	}
+	for _, l := range layers {
+		n, err := l.Size()
+		if err != nil {
+			return 0, err
+		}
+		size += n
+	}
+	return size, nil
 }

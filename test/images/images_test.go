@@ -26,6 +26,15 @@ func fakeBinaries(t *testing.T, pause, busybox string) (string, string) {
 	return p, b
 }
 
+// labelled is the pause image as a release image is configured: labels, a
+// user and an environment of its own.
+func labelled(pause, revision string) Spec {
+	s := Pause(pause)
+	s.Labels = map[string]string{LabelRevision: revision, LabelVersion: "v0.1.0"}
+	s.User, s.Env = "65532:65532", []string{pathEnv}
+	return s
+}
+
 func TestSameInputsSameDigest(t *testing.T) {
 	p, b := fakeBinaries(t, "pause v1", "busybox v1")
 	p2, b2 := fakeBinaries(t, "pause v2", "busybox v1")
@@ -38,6 +47,8 @@ func TestSameInputsSameDigest(t *testing.T) {
 		{"workload, built twice", Workload(b), Workload(b), true},
 		{"pause, another binary", Pause(p), Pause(p2), false},
 		{"workload, same busybox elsewhere", Workload(b), Workload(b2), true},
+		{"labelled, built twice", labelled(p, "abc"), labelled(p, "abc"), true},
+		{"labelled, another revision", labelled(p, "abc"), labelled(p, "def"), false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			out := t.TempDir()
