@@ -357,6 +357,29 @@ func TestSyncNewInstance(t *testing.T) {
 	}
 }
 
+// An Instance created stopped is reported Stopped before it gets its
+// finalizer, so that the update adding it is not charged: with the
+// finalizer and no phase, it would count as holding its cards.
+func TestSyncNewStoppedInstance(t *testing.T) {
+	inst := running()
+	inst.Finalizers, inst.Spec.Stopped = nil, true
+	f := newFixture(t, Options{}, inst, h100())
+	f.sync()
+	got := f.wantPhase(v1alpha1.InstanceStopped, ReasonStopped)
+	if slices.Contains(got.Finalizers, Finalizer) {
+		t.Errorf("finalizers %v before the status said Stopped", got.Finalizers)
+	}
+	if f.pod() != nil {
+		t.Error("a Pod was made for a stopped Instance")
+	}
+	// The next look, from caches that have caught up.
+	f = newFixture(t, Options{}, got, h100(), f.service())
+	f.sync()
+	if got := f.instance(); !slices.Contains(got.Finalizers, Finalizer) || got.Status.Phase != v1alpha1.InstanceStopped {
+		t.Errorf("after the next sync: finalizers %v, phase %s; want the finalizer, still Stopped", got.Finalizers, got.Status.Phase)
+	}
+}
+
 // The Pod just created has not been looked at by the scheduler; that is
 // starting, not a Pending worth a Warning on every new Instance.
 func TestSyncNewInstanceIsStarting(t *testing.T) {

@@ -53,7 +53,12 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) (time.Durat
 	if inst.DeletionTimestamp != nil {
 		return c.finalize(ctx, inst, pod, svc)
 	}
-	if !slices.Contains(inst.Finalizers, Finalizer) {
+	// An Instance created stopped gets its finalizer once its status says
+	// Stopped: with the finalizer and no phase it would count as holding
+	// cards (accounting.InstanceHolds), and in a namespace whose Budget is
+	// spent the update adding it would be refused for good. It makes no
+	// Pod before then, so nothing needs finalizing.
+	if !slices.Contains(inst.Finalizers, Finalizer) && !(inst.Spec.Stopped && inst.Status.Phase == "") {
 		cp := inst.DeepCopy()
 		cp.Finalizers = append(cp.Finalizers, Finalizer)
 		if inst, err = c.kiln.GpuV1alpha1().Instances(inst.Namespace).Update(ctx, cp, metav1.UpdateOptions{FieldManager: ManagedBy}); err != nil {
