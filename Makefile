@@ -9,7 +9,7 @@ TEST_SOURCES := $(shell find test -name '*.go' 2>/dev/null) test/go.mod test/go.
 # about each of them on every build.
 export CGO_CFLAGS := -O2 -g -Wno-deprecated-declarations
 
-.PHONY: all build control-plane node node-packages node-images images push generate verify lint test unit integration fuzz e2e faults bench bench-api up down clean-local run clean FORCE
+.PHONY: all build control-plane node node-packages node-images images images-next push generate verify lint test unit integration fuzz e2e faults bench bench-api up down clean-local run clean FORCE
 
 all: build
 
@@ -36,8 +36,9 @@ VERSION_LDFLAGS := -X k8s.io/component-base/version.gitVersion=$(KILN_VERSION) \
 GO_BUILD := go build -trimpath -ldflags '$(VERSION_LDFLAGS)'
 
 # Rewritten only when the version changes, so the binaries that depend on
-# it are rebuilt then, and only then.
-VERSION_STAMP := $(OUTPUT)/version
+# it are rebuilt then, and only then. One per BIN, so that images-next
+# does not make the next `make build` relink.
+VERSION_STAMP := $(BIN)/.version
 $(VERSION_STAMP): FORCE
 	@mkdir -p $(@D)
 	@echo '$(VERSION_LDFLAGS)' | cmp -s - $@ || echo '$(VERSION_LDFLAGS)' > $@
@@ -167,6 +168,12 @@ images: $(addprefix $(BIN)/,kiln-apiserver kiln-controller kiln-node-agent pause
 	cd test && go run ./cmd/kiln-release-images -out $(abspath $(IMAGES_DIR)) -bin $(abspath $(BIN)) \
 		-version $(KILN_VERSION) -revision $(GIT_COMMIT) -source $(KILN_SOURCE) -etcd-version $(ETCD_VERSION)
 
+# The build after this one, for test/install's rolling upgrade and
+# rollback: the same sources stamped $(KILN_VERSION)-next, with binaries
+# and images in directories of their own.
+images-next:
+	$(MAKE) images KILN_VERSION=$(KILN_VERSION)-next BIN=$(OUTPUT)/bin-next IMAGES_DIR=$(OUTPUT)/images/kiln-next
+
 # Pushes the images `make images` writes to REGISTRY=host[:port]/path, as
 # $(REGISTRY)/<name>:<tag>, with credentials from the Docker config
 # (docker login, or ~/.docker/config.json). REGISTRY_INSECURE=1 pushes over
@@ -246,11 +253,15 @@ integration:
 	go test -count=1 -tags=integration $(addprefix ./,$(INTEGRATION_PKGS))
 
 # End-to-end tests: test/e2e starts one local control plane for all its
-# tests; test/cmd/kiln-up runs `make up` and `make down` themselves, after
-# the rest, since both clusters run real-0 and a machine has one.
-e2e: control-plane build node $(BIN)/kiln-up
-	cd test && go test -count=1 -timeout=40m $$(go list ./... | grep -v -e '/test/faults$$' -e '/test/cmd/kiln-up$$')
+# tests; test/cmd/kiln-up runs `make up` and `make down` themselves, and
+# test/install installs Kiln from `make images` onto a cluster of its own,
+# each after the rest, since every one of these clusters runs real-0 and a
+# machine has one.
+e2e: control-plane build node images images-next $(BIN)/kiln-up
+	cd test && go test -count=1 -timeout=40m $$(go list ./... | grep -v -e '/test/faults$$' -e '/test/cmd/kiln-up$$' -e '/test/install$$')
 	cd test && go test -count=1 -timeout=20m ./cmd/kiln-up/
+	cd test && go test -count=1 -timeout=30m ./install/; rc=$$?; \
+		cat $(abspath $(OUTPUT))/install-report.txt 2>/dev/null; exit $$rc
 	cd test && go test -count=1 -run='^(TestObjectModel|TestClassify)$$' ./faults/
 
 # The fault suite (test/faults): a local cluster with a 3-member etcd and

@@ -197,7 +197,7 @@ func (s stamped) Write(p []byte) (int, error) {
 func newEnv(t *testing.T, c *localcluster.Cluster) *Env {
 	admin := rest.CopyConfig(c.AdminConfig)
 	admin.QPS, admin.Burst = -1, 0
-	kiln, err := tenantClient(admin)
+	kiln, err := TenantClient(admin)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -217,7 +217,7 @@ func newEnv(t *testing.T, c *localcluster.Cluster) *Env {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if env.Tenants[ns], err = tenantClient(cfg); err != nil {
+		if env.Tenants[ns], err = TenantClient(cfg); err != nil {
 			t.Fatal(err)
 		}
 		env.Budgets[ns] = "faults"

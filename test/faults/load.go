@@ -7,7 +7,9 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -44,18 +46,22 @@ type load struct {
 	prefix string
 	// Type is the InstanceType of the Instances and Claims.
 	instanceType string
+	image        string
+	command      []string
 
 	mu    sync.Mutex
 	acked []ackedWrite
+	// answers are Row.Answers.
+	answers map[string]int
 
 	requests, serverErrors atomic.Int64
 }
 
-// tenantClient is one tenant's Kiln clientset. Retries are off: client-go
+// TenantClient is one tenant's Kiln clientset. Retries are off: client-go
 // sends a request again after a 429 or 5xx with Retry-After, and a create
 // that is sent twice and answered "already exists" would read, in the
 // history, as a create that never happened.
-func tenantClient(cfg *rest.Config) (versioned.Interface, error) {
+func TenantClient(cfg *rest.Config) (versioned.Interface, error) {
 	cfg = rest.CopyConfig(cfg)
 	cfg.QPS, cfg.Burst = -1, 0
 	cfg.Timeout = 15 * time.Second
@@ -113,6 +119,12 @@ func (l *load) one(ctx context.Context, kiln versioned.Interface, ns string, cli
 	defer cancel()
 	obj, err := l.do(rctx, kiln, resource, ns, name, in)
 	out := l.classify(err, resource, name)
+	// A request the load's own end cut short is no answer.
+	if err != nil && ctx.Err() == nil {
+		l.mu.Lock()
+		l.answers[answer(err)]++
+		l.mu.Unlock()
+	}
 	if out.Outcome == ok && obj != nil {
 		out.Obj = stateOf(obj)
 		if in.Kind != opGet {
@@ -155,7 +167,7 @@ func (l *load) do(ctx context.Context, kiln versioned.Interface, resource, ns, n
 		return i.Create(ctx, &gpuv1.Instance{
 			ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: annotate},
 			Spec: gpuv1.InstanceSpec{
-				Type: l.instanceType, Image: "busybox:1",
+				Type: l.instanceType, Image: l.image, Command: l.command,
 				Resources: gpuv1.InstanceResources{Accelerators: ptr.To[int32](1)},
 				Ports:     []gpuv1.InstancePort{{Name: "http", Port: 8080, Protocol: corev1.ProtocolTCP}},
 			},
@@ -235,6 +247,23 @@ func (l *load) classify(err error, resource, name string) opOutput {
 		return opOutput{Outcome: refused}
 	}
 	return opOutput{Outcome: unknown}
+}
+
+// answer names what came back instead of success, for Row.Answers.
+func answer(err error) string {
+	var status apierrors.APIStatus
+	switch {
+	case errors.As(err, &status):
+		st := status.Status()
+		return fmt.Sprintf("%d %s", st.Code, st.Reason)
+	case notSent(err):
+		return "no connection"
+	case errors.Is(err, context.DeadlineExceeded) || os.IsTimeout(err):
+		return "timeout"
+	}
+	// The root cause, without the URL that names the object.
+	msg := err.Error()
+	return "transport: " + strings.TrimSpace(msg[strings.LastIndex(msg, ": ")+1:])
 }
 
 // notSent says the request never left: no connection was made, so it

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"sort"
 	"strings"
 	"sync"
@@ -31,6 +32,11 @@ type Row struct {
 	Err string
 	// Detail says what each non-zero promise count was about.
 	Detail []string
+	// Answers counts the load's requests by what came back other than
+	// success: an HTTP code and reason, or how the request failed without
+	// one. Some are the load's own doing (409s of workers racing on one
+	// name, 403s of a spent Budget).
+	Answers map[string]int
 }
 
 // Failed says whether a promised zero is not zero.
@@ -63,6 +69,13 @@ type Env struct {
 	BudgetHard int64
 	Type       string
 	Log        io.Writer
+	// Rounds is how many times a writer fault is injected; 0 means 3.
+	Rounds int
+	// Image is what the load's Instances run; "busybox:1" if empty, which
+	// only a simulated node can run without a registry; Command is what
+	// they run in it.
+	Image   string
+	Command []string
 }
 
 // Injector does one fault and returns once the cluster serves again.
@@ -93,7 +106,14 @@ func (e *Env) RunWriterFault(ctx context.Context, name, prefix string, inject In
 	runCtx, stopAll := context.WithCancel(ctx)
 	defer stopAll()
 
-	l := &load{hist: newHistory(), prefix: prefix, instanceType: e.Type}
+	l := &load{hist: newHistory(), prefix: prefix, instanceType: e.Type, image: e.Image, command: e.Command, answers: map[string]int{}}
+	if l.image == "" {
+		l.image = "busybox:1"
+	}
+	n := e.Rounds
+	if n == 0 {
+		n = rounds
+	}
 	var watchers []*watcher
 	var wg sync.WaitGroup
 	for ns := range e.Tenants {
@@ -114,7 +134,7 @@ func (e *Env) RunWriterFault(ctx context.Context, name, prefix string, inject In
 	loadDone := make(chan struct{})
 	go func() { defer close(loadDone); l.run(loadCtx, e.Tenants, 2) }()
 	sleep(ctx, settleLoad)
-	for round := range rounds {
+	for round := range n {
 		fmt.Fprintf(e.Log, "faults: %s, round %d\n", name, round+1)
 		if err := inject(ctx, round); err != nil {
 			stopLoad()
@@ -162,6 +182,9 @@ func (e *Env) RunWriterFault(ctx context.Context, name, prefix string, inject In
 	_, d := sampler.overCommits()
 	row.Detail = append(row.Detail, d...)
 	row.ServerErrors = int(l.serverErrors.Load())
+	l.mu.Lock()
+	row.Answers = maps.Clone(l.answers)
+	l.mu.Unlock()
 	return row
 }
 

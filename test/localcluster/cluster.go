@@ -69,6 +69,16 @@ type Options struct {
 	// It needs root and the images `make node-images` writes to ImageDir.
 	RealNode bool
 	ImageDir string
+	// Images are more image tarballs real-0 imports and pins, each
+	// tagged as its RepoTags say.
+	Images []string
+	// KilnInCluster leaves Kiln to be installed as Pods on real-0 from its
+	// images and manifests (test/install): the launcher starts none of
+	// Kiln's processes, applies nothing from artifacts/ and registers no
+	// APIService. kube-apiserver routes to a Service's endpoints, as the
+	// aggregator must to reach Kiln's Pods there, and advertises real-0's
+	// address, where those Pods reach it. It needs RealNode.
+	KilnInCluster bool
 }
 
 // Cluster is a running local control plane.
@@ -178,8 +188,17 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 		{"node agents of the GPU nodes", c.startNodeAgents},
 		{"real node " + RealNodeName, c.startRealNode},
 	}
+	if opts.KilnInCluster && !opts.RealNode {
+		return nil, fmt.Errorf("KilnInCluster needs the real node to run Kiln's Pods on")
+	}
+	skip := map[string]bool{"kiln-controller": opts.NoController, "real node " + RealNodeName: !opts.RealNode}
+	if opts.KilnInCluster {
+		for _, s := range []string{"Kiln RBAC and namespace from artifacts/", "kiln-apiserver", "APIService v1alpha1.gpu.kiln.dev", "kiln-controller", "node agents of the GPU nodes"} {
+			skip[s] = true
+		}
+	}
 	for _, s := range steps {
-		if (s.name == "kiln-controller" && opts.NoController) || (s.name == "real node "+RealNodeName && !opts.RealNode) {
+		if skip[s.name] {
 			continue
 		}
 		start := time.Now()

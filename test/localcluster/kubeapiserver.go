@@ -15,7 +15,7 @@ func (c *Cluster) startAPIServer(ctx context.Context) error {
 	dir := c.pkiDir()
 	serving, err := c.pki.ca.serving(dir, "kube-apiserver",
 		[]string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc.cluster.local"},
-		[]net.IP{net.ParseIP("127.0.0.1"), net.ParseIP("10.96.0.1")})
+		[]net.IP{net.ParseIP("127.0.0.1"), net.ParseIP("10.96.0.1"), net.ParseIP(realNodeIP)})
 	if err != nil {
 		return err
 	}
@@ -74,7 +74,7 @@ func (c *Cluster) startAPIServer(ctx context.Context) error {
 		// nodes have no resolvable hostname, only an address.
 		"--kubelet-preferred-address-types=InternalIP",
 		"--kubelet-client-certificate=" + kubeletClient.CertFile, "--kubelet-client-key=" + kubeletClient.KeyFile,
-	}, c.opts.APIServerFlags...)...)
+	}, append(c.inClusterFlags(), c.opts.APIServerFlags...)...)...)
 	if err != nil {
 		return err
 	}
@@ -83,4 +83,17 @@ func (c *Cluster) startAPIServer(ctx context.Context) error {
 		return err
 	}
 	return c.waitHTTP(ctx, client, c.apiserverURL()+"/readyz")
+}
+
+// inClusterFlags are kube-apiserver's flags when Kiln runs as Pods on
+// real-0. The aggregator dials one of the kiln-apiserver Service's Pods by
+// its own address, inside real-0's namespace, not a Service address that
+// nothing outside that namespace routes. The "kubernetes" Service names
+// real-0's address, where the launcher forwards to kube-apiserver on
+// loopback, so Pods reach it as in any cluster.
+func (c *Cluster) inClusterFlags() []string {
+	if !c.opts.KilnInCluster {
+		return nil
+	}
+	return []string{"--enable-aggregator-routing=true", "--advertise-address=" + realNodeIP}
 }

@@ -11,18 +11,19 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 
 	"golang.org/x/sys/unix"
 )
 
-// forwardFromNetns listens on the loopback of network namespace ns, port
-// port, and forwards every connection to addr as the launcher's own
+// forwardFromNetns listens in network namespace ns on host:port, and
+// forwards every connection to addr as the launcher's own
 // namespace reaches it. The socket is made inside ns by a thread that
 // enters ns for that alone; serving it needs no thread there.
-func forwardFromNetns(ns string, port int, addr string) (net.Listener, error) {
-	ln, err := listenIn(ns, fmt.Sprintf("127.0.0.1:%d", port))
+func forwardFromNetns(ns, host string, port int, addr string) (net.Listener, error) {
+	ln, err := listenIn(ns, net.JoinHostPort(host, strconv.Itoa(port)))
 	if err != nil {
 		return nil, err
 	}

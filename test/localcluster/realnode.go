@@ -66,7 +66,10 @@ type realNode struct {
 	dir       string
 	lock      *os.File
 	forwarder net.Listener
-	sysctls   map[string]string
+	// podForwarder serves kube-apiserver on the node's address to Pods,
+	// when Kiln runs in the cluster.
+	podForwarder net.Listener
+	sysctls      map[string]string
 	// created are the hostPaths and kubepods cgroups that were not there.
 	created []string
 	// netnsDir says the first `ip netns add` made /run/netns, a shared
@@ -120,8 +123,15 @@ func (c *Cluster) startRealNode(ctx context.Context) error {
 	if err := c.startContainerd(ctx, n); err != nil {
 		return err
 	}
-	if n.forwarder, err = forwardFromNetns(realNetns, c.ports.apiserver, "127.0.0.1:"+strconv.Itoa(c.ports.apiserver)); err != nil {
+	apiserver := "127.0.0.1:" + strconv.Itoa(c.ports.apiserver)
+	if n.forwarder, err = forwardFromNetns(realNetns, "127.0.0.1", c.ports.apiserver, apiserver); err != nil {
 		return fmt.Errorf("forwarding kube-apiserver into %s: %w", realNetns, err)
+	}
+	if c.opts.KilnInCluster {
+		// The address kube-apiserver advertises (inClusterFlags).
+		if n.podForwarder, err = forwardFromNetns(realNetns, realNodeIP, c.ports.apiserver, apiserver); err != nil {
+			return fmt.Errorf("forwarding kube-apiserver to %s: %w", realNodeIP, err)
+		}
 	}
 	if err := c.startKubelet(n); err != nil {
 		return err
@@ -134,6 +144,10 @@ func (c *Cluster) startRealNode(ctx context.Context) error {
 		return err == nil && NodeReady(node), nil
 	}); err != nil {
 		return err
+	}
+	if c.opts.KilnInCluster {
+		// The agent is the DaemonSet's Pod then, with RealNodeAgentArgs.
+		return writeYAML(c.InventoryFile(RealNodeName), realCards.Inventory())
 	}
 	return c.startRealNodeAgent(ctx, n, 0)
 }
@@ -158,21 +172,14 @@ const ProductFake = "Kiln-Fake-Card"
 // ResourceGPUShared instead, each card's daemon the stand-in
 // test/node/fake-mps-control, since no MPS server runs without a GPU.
 func (c *Cluster) startRealNodeAgent(ctx context.Context, n *realNode, mpsShares int) error {
-	// Where SetDeviceHealth edits it, as for the simulated nodes.
-	inventory := c.InventoryFile(RealNodeName)
-	if err := os.MkdirAll(filepath.Dir(inventory), 0o755); err != nil {
-		return err
-	}
-	if err := writeYAML(inventory, realCards.Inventory()); err != nil {
+	if err := writeYAML(c.InventoryFile(RealNodeName), realCards.Inventory()); err != nil {
 		return err
 	}
 	kc, err := c.serviceAccountKubeconfig(ctx, nodeAgentServiceAccount)
 	if err != nil {
 		return err
 	}
-	args := []string{"--node-name=" + RealNodeName, "--inventory=" + inventory, "--kubeconfig=" + kc,
-		"--fake-cards-dir=" + filepath.Join(n.dir, "dev"), "--cdi-spec-dir=" + filepath.Join(n.dir, "cdi"),
-		"--pod-resources-socket=" + filepath.Join(n.dir, "kubelet", "pod-resources", "kubelet.sock")}
+	args := append(c.RealNodeAgentArgs(), "--node-name="+RealNodeName, "--kubeconfig="+kc)
 	resource, want := ResourceGPU, int64(4)
 	if mpsShares > 0 {
 		args = append(args, fmt.Sprintf("--mps-shares=%d", mpsShares), "--mps-dir="+c.RealNodeMPSDir(),
@@ -192,6 +199,22 @@ func (c *Cluster) startRealNodeAgent(ctx context.Context, n *realNode, mpsShares
 		return got.Value() == want, nil
 	})
 }
+
+// RealNodeAgentArgs are the node agent's flags for real-0's fake cards:
+// its inventory (where SetDeviceHealth edits it, as for the simulated
+// nodes), the device nodes it makes for them, the CDI spec containerd
+// reads, and the kubelet's PodResources socket. Every path is under
+// RealNodeDir or the directory of InventoryFile(RealNodeName).
+func (c *Cluster) RealNodeAgentArgs() []string {
+	d := c.realDir()
+	return []string{"--inventory=" + c.InventoryFile(RealNodeName),
+		"--fake-cards-dir=" + filepath.Join(d, "dev"), "--cdi-spec-dir=" + filepath.Join(d, "cdi"),
+		"--pod-resources-socket=" + filepath.Join(d, "kubelet", "pod-resources", "kubelet.sock")}
+}
+
+// RealNodeDir holds real-0's state: containerd's, the kubelet's, its CDI
+// specs and fake cards.
+func (c *Cluster) RealNodeDir() string { return c.realDir() }
 
 // RealNodeMPSDir is where real-0's node agent keeps each card's MPS pipe
 // and log directories when it serves shares.
@@ -235,6 +258,10 @@ func setupNetns() error {
 		{"ip", "link", "set", realVethH, "up"},
 		{"ip", "route", "replace", realNodeIP + "/32", "dev", realVethH},
 		{"ip", "-n", realNetns, "route", "add", "default", "dev", realVethN},
+		// The Pods' addresses behind the node's, as a cluster network
+		// routes them: kube-apiserver's aggregator and its proxy dial them.
+		{"ip", "route", "replace", realPodCIDR, "via", realNodeIP, "dev", realVethH, "onlink"},
+		{"nsenter", "--net=" + filepath.Join(netnsDir, realNetns), "sysctl", "-qw", "net.ipv4.ip_forward=1"},
 	}
 	for _, s := range steps {
 		if err := run(s[0], s[1:]...); err != nil {
@@ -329,14 +356,27 @@ disabled_plugins = ['io.containerd.nri.v1.nri']
 	}); err != nil {
 		return fmt.Errorf("containerd: %w", err)
 	}
-	for _, img := range []struct{ name, file string }{
-		{images.PauseImage, "pause.tar"}, {images.WorkloadImage, "workload.tar"}, {images.SSHImage, "ssh.tar"},
-	} {
-		tar := filepath.Join(c.opts.ImageDir, img.file)
-		if err := run(c.bin("ctr"), "-a", c.containerdSocket(), "-n", "k8s.io", "images", "import", tar); err != nil {
-			return fmt.Errorf("importing %s (make node-images writes it): %w", tar, err)
+	tars := []string{filepath.Join(c.opts.ImageDir, "pause.tar"), filepath.Join(c.opts.ImageDir, "workload.tar"), filepath.Join(c.opts.ImageDir, "ssh.tar")}
+	for _, tar := range append(tars, c.opts.Images...) {
+		if err := c.ImportImage(tar); err != nil {
+			return fmt.Errorf("%w (make node-images or make images writes it)", err)
 		}
-		if err := run(c.bin("ctr"), "-a", c.containerdSocket(), "-n", "k8s.io", "images", "label", img.name, "io.cri-containerd.pinned=pinned"); err != nil {
+	}
+	return nil
+}
+
+// ImportImage imports an image tarball into real-0's containerd, where the
+// kubelet sees it, pinned against the kubelet's image GC.
+func (c *Cluster) ImportImage(tar string) error {
+	names, err := images.Tags(tar)
+	if err != nil {
+		return err
+	}
+	if err := run(c.bin("ctr"), "-a", c.containerdSocket(), "-n", "k8s.io", "images", "import", tar); err != nil {
+		return fmt.Errorf("importing %s: %w", tar, err)
+	}
+	for _, name := range names {
+		if err := run(c.bin("ctr"), "-a", c.containerdSocket(), "-n", "k8s.io", "images", "label", name, "io.cri-containerd.pinned=pinned"); err != nil {
 			return err
 		}
 	}
@@ -474,8 +514,10 @@ func (c *Cluster) stopRealNode() {
 	}
 	c.real = nil
 	var errs []error
-	if n.forwarder != nil {
-		n.forwarder.Close()
+	for _, f := range []net.Listener{n.forwarder, n.podForwarder} {
+		if f != nil {
+			f.Close()
+		}
 	}
 	errs = append(errs, killShims(n.dir))
 	errs = append(errs, unmountUnder(n.dir))

@@ -91,10 +91,16 @@ func (c *Cluster) createTenants(ctx context.Context) error {
 	}
 	return c.poll(ctx, time.Minute, func(ctx context.Context) (bool, error) {
 		for _, t := range c.opts.Tenants {
+			// Kiln's roles come with its install, when it runs in the
+			// cluster; until then "edit" has Pods.
+			group, resource := "gpu.kiln.dev", "instances"
+			if c.opts.KilnInCluster {
+				group, resource = "", "pods"
+			}
 			sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
 				User: t,
 				ResourceAttributes: &authorizationv1.ResourceAttributes{
-					Namespace: t, Verb: "create", Group: "gpu.kiln.dev", Resource: "instances",
+					Namespace: t, Verb: "create", Group: group, Resource: resource,
 				},
 			}}
 			res, err := c.kube.AuthorizationV1().SubjectAccessReviews().Create(ctx, sar, metav1.CreateOptions{})

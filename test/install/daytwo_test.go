@@ -1,0 +1,276 @@
+package install
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
+
+	gpuv1 "kiln.dev/kiln/pkg/apis/gpu/v1alpha1"
+	"kiln.dev/kiln/pkg/generated/clientset/versioned"
+	"kiln.dev/kiln/test/faults"
+	"kiln.dev/kiln/test/images"
+	"kiln.dev/kiln/test/localcluster"
+)
+
+// loadTenants run the writer load, each under a Budget of one card: three
+// cards of real-0's four at most.
+var loadTenants = []string{tenantA, "tenant-b", "tenant-c"}
+
+// images of each kind, by the container that runs them.
+var workloads = []struct{ kind, object, container, image string }{
+	{"deployment", "kiln-apiserver", "apiserver", "kiln-apiserver"},
+	{"deployment", "kiln-controller", "controller", "kiln-controller"},
+	{"daemonset", "kiln-node-agent", "node-agent", "kiln-node-agent"},
+}
+
+// dayTwo runs the fault suite's writer load of three tenants through the
+// in-cluster Kiln while an operator upgrades it to the next build with
+// `kubectl set image`, rolls it back the same way, drains kiln-apiserver
+// Pods off real-0 and deletes the controller's leader. Each is a row of
+// the fault suite's table, its acknowledged writes checked by that
+// suite's history checker, and every answer that was not a success is
+// counted by code.
+func dayTwo(t *testing.T, cluster *localcluster.Cluster, admin kubectlAs, prev, next string) {
+	ctx := context.Background()
+	cfg := cluster.AdminConfig
+	adminKiln, err := faults.TenantClient(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	aggregated := dynamic.NewForConfigOrDie(cfg)
+	env := &faults.Env{
+		Kube: kubernetes.NewForConfigOrDie(cfg),
+		Kiln: adminKiln,
+		// A client outside real-0 reaches Kiln only as the aggregator
+		// does: both watch paths are the aggregated one.
+		Aggregated: aggregated, Direct: aggregated,
+		Tenants: map[string]versioned.Interface{}, Budgets: map[string]string{}, BudgetHard: 1,
+		Type: "real", Log: testLog{t}, Rounds: 1,
+		Image: images.WorkloadImage, Command: []string{"/bin/sh", "-c", "while true; do sleep 1; done"},
+	}
+	for _, ns := range loadTenants {
+		tcfg, err := cluster.ConfigFor(ns)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if env.Tenants[ns], err = faults.TenantClient(tcfg); err != nil {
+			t.Fatal(err)
+		}
+		env.Budgets[ns] = "load"
+		_, err = adminKiln.GpuV1alpha1().Budgets(ns).Create(ctx, &gpuv1.Budget{
+			ObjectMeta: metav1.ObjectMeta{Name: "load"},
+			Spec:       gpuv1.BudgetSpec{Hard: map[gpuv1.BudgetResourceName]resource.Quantity{gpuv1.BudgetAccelerators: *resource.NewQuantity(1, resource.DecimalSI)}},
+		}, metav1.CreateOptions{})
+		if err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatal(err)
+		}
+	}
+
+	setImages := func(version string) faults.Injector {
+		return func(ctx context.Context, _ int) error {
+			for _, w := range workloads {
+				if _, err := admin.run("", "-n", kilnNamespace, "set", "image", w.kind+"/"+w.object, w.container+"=kiln.local/"+w.image+":"+version); err != nil {
+					return err
+				}
+			}
+			return rolledOut(admin, version)
+		}
+	}
+	var takeover string
+	rows := []faults.Row{
+		env.RunWriterFault(ctx, "rolling upgrade", "up", setImages(next)),
+		env.RunWriterFault(ctx, "rollback", "back", setImages(prev)),
+		env.RunWriterFault(ctx, "kiln-apiserver drained", "drain", func(ctx context.Context, _ int) error {
+			return drainAPIServer(admin)
+		}),
+		env.RunWriterFault(ctx, "controller leader deleted", "lead", func(ctx context.Context, _ int) error {
+			var err error
+			takeover, err = deleteLeader(ctx, admin, adminKiln)
+			return err
+		}),
+	}
+	var table strings.Builder
+	faults.PrintTable(&table, rows)
+	t.Logf("day 2 under load:\n%s", table.String())
+	for _, r := range rows {
+		t.Logf("%s: answers other than success: %s", r.Fault, answers(r.Answers))
+		if r.Failed() {
+			t.Errorf("%s: %s %s", r.Fault, r.Err, strings.Join(r.Detail, "; "))
+		}
+	}
+	t.Logf("controller leader deleted: %s", takeover)
+	// What the load left, before Kiln's API goes: its Pods with it.
+	for _, ns := range loadTenants {
+		admin.must("", "delete", "instances,claims", "--all", "-n", ns, "--wait", "--timeout=3m")
+	}
+	// make e2e prints it, as make faults prints its table.
+	var report strings.Builder
+	report.WriteString(table.String())
+	for _, r := range rows {
+		fmt.Fprintf(&report, "%s: answers other than success: %s\n", r.Fault, answers(r.Answers))
+	}
+	fmt.Fprintf(&report, "%s\n", takeover)
+	if err := os.WriteFile(filepath.Join(repoRoot, "_output", "install-report.txt"), []byte(report.String()), 0o644); err != nil {
+		t.Error(err)
+	}
+}
+
+func answers(m map[string]int) string {
+	if len(m) == 0 {
+		return "none"
+	}
+	var keys []string
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var parts []string
+	for _, k := range keys {
+		parts = append(parts, fmt.Sprintf("%s ×%d", k, m[k]))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// rolledOut waits for each workload's rollout, then checks that every Pod
+// of Kiln's runs the version's image.
+func rolledOut(admin kubectlAs, version string) error {
+	for _, w := range workloads {
+		if _, err := admin.run("", "-n", kilnNamespace, "rollout", "status", w.kind+"/"+w.object, "--timeout=5m"); err != nil {
+			return err
+		}
+	}
+	// The Pods a rollout replaced may still be terminating.
+	var stale string
+	err := poll(context.Background(), 2*time.Minute, func() (bool, error) {
+		out, err := admin.run("", "-n", kilnNamespace, "get", "pods", "-o", `jsonpath={range .items[*]}{.metadata.name} {.spec.containers[0].image}{"\n"}{end}`)
+		if err != nil {
+			return false, err
+		}
+		stale = ""
+		for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+			f := strings.Fields(line)
+			if len(f) == 2 && strings.HasPrefix(f[1], "kiln.local/kiln-") && !strings.HasSuffix(f[1], ":"+version) {
+				stale += fmt.Sprintf(" %s runs %s;", f[0], f[1])
+			}
+		}
+		return stale == "", nil
+	})
+	if err != nil {
+		return fmt.Errorf("after the rollout to %s:%s %w", version, stale, err)
+	}
+	return nil
+}
+
+// drainAPIServer drains the kiln-apiserver Pods off real-0 as an operator
+// would: kubectl drain evicts one, and the PodDisruptionBudget refuses the
+// other until a replacement is ready, which on a cordoned single node is
+// never; drain gives up at its timeout. The API serves through the other
+// replica meanwhile. real-0 is uncordoned again and the Deployment back to
+// two ready replicas before it returns.
+func drainAPIServer(admin kubectlAs) error {
+	out, drainErr := admin.run("", "drain", localcluster.RealNodeName, "--pod-selector=app.kubernetes.io/name=kiln-apiserver", "--timeout=30s")
+	if _, err := admin.run("", "uncordon", localcluster.RealNodeName); err != nil {
+		return err
+	}
+	if drainErr == nil || !strings.Contains(drainErr.Error(), "disruption budget") {
+		return fmt.Errorf("kubectl drain of both kiln-apiserver Pods: %v %s; want it held back by the PodDisruptionBudget", drainErr, out)
+	}
+	if _, err := admin.run("", "wait", "--for=condition=Available", "apiservice/v1alpha1.gpu.kiln.dev", "--timeout=10s"); err != nil {
+		return fmt.Errorf("the APIService during the drain: %w", err)
+	}
+	_, err := admin.run("", "-n", kilnNamespace, "rollout", "status", "deployment/kiln-apiserver", "--timeout=3m")
+	return err
+}
+
+// deleteLeader deletes the Pod holding kiln-controller's Lease, changes an
+// Instance's spec at once, and waits for the other replica to take the
+// Lease and the change to be observed. It says who led and how long the
+// first reconcile after took.
+func deleteLeader(ctx context.Context, admin kubectlAs, kiln versioned.Interface) (string, error) {
+	const ns, probe = "tenant-c", "leader-probe"
+	inst, err := kiln.GpuV1alpha1().Instances(ns).Create(ctx, &gpuv1.Instance{
+		ObjectMeta: metav1.ObjectMeta{Name: probe},
+		Spec: gpuv1.InstanceSpec{Type: "real", Image: images.WorkloadImage, Stopped: true,
+			Resources: gpuv1.InstanceResources{Accelerators: ptr.To[int32](1)},
+			Command:   []string{"/bin/sh", "-c", "sleep 1"}},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		return "", err
+	}
+	defer kiln.GpuV1alpha1().Instances(ns).Delete(context.Background(), probe, metav1.DeleteOptions{})
+	observed := func(gen int64) (bool, error) {
+		i, err := kiln.GpuV1alpha1().Instances(ns).Get(ctx, probe, metav1.GetOptions{})
+		return err == nil && i.Status.ObservedGeneration >= gen, nil
+	}
+	if err := poll(ctx, 2*time.Minute, func() (bool, error) { return observed(inst.Generation) }); err != nil {
+		i, _ := kiln.GpuV1alpha1().Instances(ns).Get(ctx, probe, metav1.GetOptions{})
+		return "", fmt.Errorf("the leader never observed %s (generation %d, status %+v): %w", probe, inst.Generation, i.Status, err)
+	}
+	holder, err := admin.run("", "-n", kilnNamespace, "get", "lease", "kiln-controller", "-o", "jsonpath={.spec.holderIdentity}")
+	if err != nil {
+		return "", err
+	}
+	pod, _, _ := strings.Cut(holder, "_")
+	// The change is made once the old leader is gone, so that only the
+	// new one can observe it.
+	start := time.Now()
+	if _, err := admin.run("", "-n", kilnNamespace, "delete", "pod", pod, "--wait=true", "--timeout=2m"); err != nil {
+		return "", err
+	}
+	gone := time.Since(start)
+	inst, err = kiln.GpuV1alpha1().Instances(ns).Patch(ctx, probe, types.MergePatchType,
+		[]byte(`{"spec":{"command":["/bin/sh","-c","sleep 2"]}}`), metav1.PatchOptions{})
+	if err != nil {
+		return "", err
+	}
+	if err := poll(ctx, 3*time.Minute, func() (bool, error) { return observed(inst.Generation) }); err != nil {
+		return "", fmt.Errorf("no replica observed %s after the leader %s was deleted: %w", probe, pod, err)
+	}
+	first := time.Since(start)
+	now, err := admin.run("", "-n", kilnNamespace, "get", "lease", "kiln-controller", "-o", "jsonpath={.spec.holderIdentity}")
+	if err != nil {
+		return "", err
+	}
+	if now == holder || now == "" {
+		return "", fmt.Errorf("the Lease is held by %q after %s, the leader, was deleted", now, holder)
+	}
+	if _, err := admin.run("", "-n", kilnNamespace, "rollout", "status", "deployment/kiln-controller", "--timeout=3m"); err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("leader %s deleted (gone after %s); %s leads, and reconciled a change made once the old leader was gone %s after the deletion",
+		pod, gone.Round(100*time.Millisecond), now, first.Round(100*time.Millisecond)), nil
+}
+
+func poll(ctx context.Context, timeout time.Duration, cond func() (bool, error)) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		ok, err := cond()
+		if err != nil {
+			return err
+		}
+		if ok {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("not after %v", timeout)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
