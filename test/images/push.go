@@ -3,8 +3,6 @@ package images
 import (
 	"context"
 	"fmt"
-	"io"
-	"os"
 	"strings"
 
 	"github.com/google/go-containerregistry/pkg/authn"
@@ -19,14 +17,14 @@ import (
 // that reference and the image's digest. insecure allows plain HTTP;
 // credentials are the Docker config's, as docker login writes them.
 func Push(ctx context.Context, path, registry string, insecure bool) (string, string, error) {
-	m, err := tarball.LoadManifest(func() (io.ReadCloser, error) { return os.Open(path) })
+	tags, err := Tags(path)
 	if err != nil {
-		return "", "", fmt.Errorf("reading %s: %w", path, err)
+		return "", "", err
 	}
-	if len(m) != 1 || len(m[0].RepoTags) != 1 {
+	if len(tags) != 1 {
 		return "", "", fmt.Errorf("%s: want one image with one name, as make images writes", path)
 	}
-	src, err := name.NewTag(m[0].RepoTags[0])
+	src, err := name.NewTag(tags[0])
 	if err != nil {
 		return "", "", err
 	}

@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
@@ -154,7 +155,7 @@ func rolledOut(admin kubectlAs, version string) error {
 	}
 	// The Pods a rollout replaced may still be terminating.
 	var stale string
-	err := poll(context.Background(), 2*time.Minute, func() (bool, error) {
+	err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, 2*time.Minute, true, func(context.Context) (bool, error) {
 		out, err := admin.run("", "-n", kilnNamespace, "get", "pods", "-o", `jsonpath={range .items[*]}{.metadata.name} {.spec.containers[0].image}{"\n"}{end}`)
 		if err != nil {
 			return false, err
@@ -211,11 +212,13 @@ func deleteLeader(ctx context.Context, admin kubectlAs, kiln versioned.Interface
 		return "", err
 	}
 	defer kiln.GpuV1alpha1().Instances(ns).Delete(context.Background(), probe, metav1.DeleteOptions{})
-	observed := func(gen int64) (bool, error) {
-		i, err := kiln.GpuV1alpha1().Instances(ns).Get(ctx, probe, metav1.GetOptions{})
-		return err == nil && i.Status.ObservedGeneration >= gen, nil
+	observed := func(gen int64) wait.ConditionWithContextFunc {
+		return func(ctx context.Context) (bool, error) {
+			i, err := kiln.GpuV1alpha1().Instances(ns).Get(ctx, probe, metav1.GetOptions{})
+			return err == nil && i.Status.ObservedGeneration >= gen, nil
+		}
 	}
-	if err := poll(ctx, 2*time.Minute, func() (bool, error) { return observed(inst.Generation) }); err != nil {
+	if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 2*time.Minute, true, observed(inst.Generation)); err != nil {
 		i, _ := kiln.GpuV1alpha1().Instances(ns).Get(ctx, probe, metav1.GetOptions{})
 		return "", fmt.Errorf("the leader never observed %s (generation %d, status %+v): %w", probe, inst.Generation, i.Status, err)
 	}
@@ -236,7 +239,7 @@ func deleteLeader(ctx context.Context, admin kubectlAs, kiln versioned.Interface
 	if err != nil {
 		return "", err
 	}
-	if err := poll(ctx, 3*time.Minute, func() (bool, error) { return observed(inst.Generation) }); err != nil {
+	if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 3*time.Minute, true, observed(inst.Generation)); err != nil {
 		return "", fmt.Errorf("no replica observed %s after the leader %s was deleted: %w", probe, pod, err)
 	}
 	first := time.Since(start)
@@ -252,25 +255,4 @@ func deleteLeader(ctx context.Context, admin kubectlAs, kiln versioned.Interface
 	}
 	return fmt.Sprintf("leader %s deleted (gone after %s); %s leads, and reconciled a change made once the old leader was gone %s after the deletion",
 		pod, gone.Round(100*time.Millisecond), now, first.Round(100*time.Millisecond)), nil
-}
-
-func poll(ctx context.Context, timeout time.Duration, cond func() (bool, error)) error {
-	deadline := time.Now().Add(timeout)
-	for {
-		ok, err := cond()
-		if err != nil {
-			return err
-		}
-		if ok {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("not after %v", timeout)
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(200 * time.Millisecond):
-		}
-	}
 }

@@ -272,15 +272,16 @@ func walkThrough(t *testing.T, admin, tenant kubectlAs) {
 		t.Fatalf("kubectl get instancetypes as %s: %q, want type real", tenantA, out)
 	}
 	tenant.must(readFile(t, filepath.Join(repoRoot, "artifacts", "examples", "real-instance.yaml")), "apply", "-f", "-")
-	inst := tenant.waitInstance(t, "hello-real", func(i *gpuv1.Instance) bool {
-		return i.Status.Phase == gpuv1.InstanceReady && i.Status.NodeName == localcluster.RealNodeName && len(i.Status.Allocations) == 2
+	inst := eventually(t, "instance hello-real Ready on "+localcluster.RealNodeName+" with 2 cards", 3*time.Minute, tenant.instance("hello-real"), func(i *gpuv1.Instance) bool {
+		return i != nil && i.Status.Phase == gpuv1.InstanceReady && i.Status.NodeName == localcluster.RealNodeName && len(i.Status.Allocations) == 2
 	})
 	var want []string
 	for _, a := range inst.Status.Allocations {
 		want = append(want, fmt.Sprintf("nvidia%d", a.Index))
 	}
 	slices.Sort(want)
-	logs := tenant.waitGPU(t, func(s string) bool { return strings.Contains(s, "NVIDIA_VISIBLE_DEVICES=") }, "logs", "hello-real", "-n", tenantA)
+	logs := eventually(t, "kubectl gpu logs hello-real", time.Minute, func() (string, error) { return tenant.gpu("logs", "hello-real", "-n", tenantA) },
+		func(s string) bool { return strings.Contains(s, "NVIDIA_VISIBLE_DEVICES=") })
 	var seen []string
 	for _, line := range strings.Split(logs, "\n") {
 		if strings.HasPrefix(line, "nvidia") {
@@ -293,9 +294,9 @@ func walkThrough(t *testing.T, admin, tenant kubectlAs) {
 	}
 
 	tenant.mustGPU("stop", "hello-real", "-n", tenantA, "--wait")
-	tenant.waitJSONPath(t, "instance/hello-real", "{.status.phase}", func(s string) bool { return s == "Stopped" })
+	eventually(t, "instance/hello-real"+" "+"{.status.phase}", 3*time.Minute, tenant.jsonPath("instance/hello-real", "{.status.phase}"), func(s string) bool { return s == "Stopped" })
 	tenant.mustGPU("start", "hello-real", "-n", tenantA, "--wait")
-	tenant.waitJSONPath(t, "instance/hello-real", "{.status.phase} {.status.nodeName}", func(s string) bool { return s == "Ready "+localcluster.RealNodeName })
+	eventually(t, "instance/hello-real"+" "+"{.status.phase} {.status.nodeName}", 3*time.Minute, tenant.jsonPath("instance/hello-real", "{.status.phase} {.status.nodeName}"), func(s string) bool { return s == "Ready "+localcluster.RealNodeName })
 
 	tenant.must(`apiVersion: gpu.kiln.dev/v1alpha1
 kind: Claim
@@ -307,7 +308,7 @@ spec:
   accelerators: 2
   expireAfter: 1h
 `, "apply", "-f", "-")
-	tenant.waitJSONPath(t, "claim/rest", "{.status.phase} {.status.nodeName}", func(s string) bool { return s == "Bound "+localcluster.RealNodeName })
+	eventually(t, "claim/rest"+" "+"{.status.phase} {.status.nodeName}", 3*time.Minute, tenant.jsonPath("claim/rest", "{.status.phase} {.status.nodeName}"), func(s string) bool { return s == "Bound "+localcluster.RealNodeName })
 
 	// Uninstalling takes Kiln's API away: its objects go first, and with
 	// them the Pods they own in tenant namespaces.
@@ -398,51 +399,36 @@ func (k kubectlAs) gpu(args ...string) (string, error) {
 	return string(out), nil
 }
 
-// waitJSONPath polls an object of tenant-a's until the JSONPath's value
-// satisfies ok, and returns that value.
-func (k kubectlAs) waitJSONPath(t *testing.T, object, path string, ok func(string) bool) string {
+// eventually gets a value every second until ok holds of it, and returns
+// it; after timeout the test fails with the last value and error.
+func eventually[T any](t *testing.T, what string, timeout time.Duration, get func() (T, error), ok func(T) bool) T {
 	t.Helper()
-	var last string
+	var last T
 	var err error
-	for deadline := time.Now().Add(3 * time.Minute); time.Now().Before(deadline); time.Sleep(time.Second) {
-		if last, err = k.run("", "get", object, "-n", tenantA, "-o", "jsonpath="+path); err == nil && ok(last) {
+	for deadline := time.Now().Add(timeout); time.Now().Before(deadline); time.Sleep(time.Second) {
+		if last, err = get(); err == nil && ok(last) {
 			return last
 		}
 	}
-	t.Fatalf("%s: %s is %q (%v) after 3m", object, path, last, err)
-	return ""
+	t.Fatalf("%s: %+v (%v) after %v", what, last, err, timeout)
+	return last
 }
 
-// waitInstance polls an Instance of tenant-a's until ok holds of it.
-func (k kubectlAs) waitInstance(t *testing.T, name string, ok func(*gpuv1.Instance) bool) *gpuv1.Instance {
-	t.Helper()
-	var last gpuv1.Instance
-	var err error
-	for deadline := time.Now().Add(3 * time.Minute); time.Now().Before(deadline); time.Sleep(time.Second) {
-		var out string
-		if out, err = k.run("", "get", "instance", name, "-n", tenantA, "-o", "json"); err != nil {
-			continue
-		}
-		last = gpuv1.Instance{}
-		if err = json.Unmarshal([]byte(out), &last); err == nil && ok(&last) {
-			return &last
-		}
-	}
-	t.Fatalf("instance %s: status %+v (%v) after 3m", name, last.Status, err)
-	return nil
+// jsonPath is a JSONPath of an object of tenant-a's.
+func (k kubectlAs) jsonPath(object, path string) func() (string, error) {
+	return func() (string, error) { return k.run("", "get", object, "-n", tenantA, "-o", "jsonpath="+path) }
 }
 
-func (k kubectlAs) waitGPU(t *testing.T, ok func(string) bool, args ...string) string {
-	t.Helper()
-	var last string
-	var err error
-	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(time.Second) {
-		if last, err = k.gpu(args...); err == nil && ok(last) {
-			return last
+// instance is an Instance of tenant-a's.
+func (k kubectlAs) instance(name string) func() (*gpuv1.Instance, error) {
+	return func() (*gpuv1.Instance, error) {
+		out, err := k.run("", "get", "instance", name, "-n", tenantA, "-o", "json")
+		if err != nil {
+			return nil, err
 		}
+		var inst gpuv1.Instance
+		return &inst, json.Unmarshal([]byte(out), &inst)
 	}
-	t.Fatalf("kubectl gpu %s: %q (%v) after 1m", strings.Join(args, " "), last, err)
-	return ""
 }
 
 func readFile(t *testing.T, path string) string {

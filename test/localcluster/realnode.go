@@ -358,16 +358,16 @@ disabled_plugins = ['io.containerd.nri.v1.nri']
 	}
 	tars := []string{filepath.Join(c.opts.ImageDir, "pause.tar"), filepath.Join(c.opts.ImageDir, "workload.tar"), filepath.Join(c.opts.ImageDir, "ssh.tar")}
 	for _, tar := range append(tars, c.opts.Images...) {
-		if err := c.ImportImage(tar); err != nil {
+		if err := c.importImage(tar); err != nil {
 			return fmt.Errorf("%w (make node-images or make images writes it)", err)
 		}
 	}
 	return nil
 }
 
-// ImportImage imports an image tarball into real-0's containerd, where the
+// importImage imports an image tarball into real-0's containerd, where the
 // kubelet sees it, pinned against the kubelet's image GC.
-func (c *Cluster) ImportImage(tar string) error {
+func (c *Cluster) importImage(tar string) error {
 	names, err := images.Tags(tar)
 	if err != nil {
 		return err

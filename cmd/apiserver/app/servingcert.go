@@ -113,7 +113,7 @@ func writeInstall(dir, base, registry string, hosts, etcdHosts []string) error {
 	if err != nil {
 		return err
 	}
-	k, err := yaml.Marshal(map[string]any{
+	kustomization := map[string]any{
 		"apiVersion": "kustomize.config.k8s.io/v1beta1",
 		"kind":       "Kustomization",
 		"resources":  []string{resource},
@@ -126,12 +126,13 @@ func writeInstall(dir, base, registry string, hosts, etcdHosts []string) error {
 			"target": map[string]any{"group": "apiregistration.k8s.io", "kind": "APIService", "name": "v1alpha1.gpu.kiln.dev"},
 			"patch":  string(patch),
 		}},
-	})
-	if err != nil {
-		return err
 	}
 	if registry != "" {
-		k = append(k, images(registry, version.Get().GitVersion)...)
+		kustomization["images"] = images(registry, version.Get().GitVersion)
+	}
+	k, err := yaml.Marshal(kustomization)
+	if err != nil {
+		return err
 	}
 	var b bytes.Buffer
 	b.WriteString("# Written by `kiln-apiserver serving-cert`; install with `kubectl apply -k` of\n# this directory. It holds etcd's client key: keep it private.\n")
@@ -142,13 +143,11 @@ func writeInstall(dir, base, registry string, hosts, etcdHosts []string) error {
 // images is the kustomization's images field for Kiln's images under
 // registry, as `make images` names them: the three of this build at tag,
 // etcd at the base's tag.
-func images(registry, tag string) []byte {
+func images(registry, tag string) []map[string]string {
 	registry = strings.TrimSuffix(registry, "/")
-	var b strings.Builder
-	b.WriteString("images:\n")
+	var images []map[string]string
 	for _, name := range []string{"kiln-apiserver", "kiln-controller", "kiln-node-agent"} {
-		fmt.Fprintf(&b, "- name: %s\n  newName: %s/%s\n  newTag: %s\n", name, registry, name, tag)
+		images = append(images, map[string]string{"name": name, "newName": registry + "/" + name, "newTag": tag})
 	}
-	fmt.Fprintf(&b, "- name: etcd\n  newName: %s/etcd\n", registry)
-	return []byte(b.String())
+	return append(images, map[string]string{"name": "etcd", "newName": registry + "/etcd"})
 }
