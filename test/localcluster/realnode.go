@@ -72,8 +72,8 @@ type realNode struct {
 	sysctls      map[string]string
 	// created are the hostPaths and kubepods cgroups that were not there.
 	created []string
-	// netnsDir says the first `ip netns add` made /run/netns, a shared
-	// bind mount of itself, which goes again once empty.
+	// netnsDir says /run/netns, a shared bind mount of itself that the
+	// first `ip netns add` makes, is this node's to remove once empty.
 	netnsDir bool
 }
 
@@ -114,9 +114,7 @@ func (c *Cluster) startRealNode(ctx context.Context) error {
 			return err
 		}
 	}
-	if _, err := os.Stat(netnsDir); errors.Is(err, os.ErrNotExist) {
-		n.netnsDir = true
-	}
+	n.netnsDir = netnsDirOurs(netnsDir)
 	if err := setupNetns(); err != nil {
 		return fmt.Errorf("network namespace %s: %w", realNetns, err)
 	}
@@ -538,6 +536,26 @@ func (c *Cluster) stopRealNode() {
 	if err := errors.Join(errs...); err != nil {
 		fmt.Fprintf(c.log, "stopping %s: %v\n", RealNodeName, err)
 	}
+}
+
+// netnsDirOurs says /run/netns is the real node's to remove when it stops:
+// absent, or holding nothing but real-0's namespace. A launcher killed
+// outright leaves that namespace and the mount its `ip netns add` made;
+// the next node takes both over, or the empty mount outlives every run.
+func netnsDirOurs(dir string) bool {
+	entries, err := os.ReadDir(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return true
+	}
+	if err != nil {
+		return false
+	}
+	for _, e := range entries {
+		if e.Name() != realNetns {
+			return false
+		}
+	}
+	return true
 }
 
 // RealNodeUnsupported says why this host cannot run real-0, "" if it can:
