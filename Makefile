@@ -8,8 +8,13 @@ TEST_SOURCES := $(shell find test -name '*.go' 2>/dev/null) test/go.mod test/go.
 # go-nvml's cgo bindings declare NVML's deprecated calls too; gcc would warn
 # about each of them on every build.
 export CGO_CFLAGS := -O2 -g -Wno-deprecated-declarations
+# Every build and test trims paths: the binaries need it to have the same
+# digests from any checkout, and one setting for all lets a cold Go cache
+# compile each dependency once, not once for the binaries and again for
+# the tests.
+export GOFLAGS := $(strip $(filter-out -trimpath,$(GOFLAGS)) -trimpath)
 
-.PHONY: all build control-plane node node-packages node-images images images-next push generate verify lint test unit integration fuzz e2e faults bench bench-api up down clean-local run clean FORCE
+.PHONY: all build control-plane node node-packages node-images images images-next push generate verify lint test test-binaries unit integration fuzz e2e e2e-cluster e2e-up e2e-install faults bench bench-api up down clean-local run clean FORCE
 
 all: build
 
@@ -33,7 +38,7 @@ VERSION_LDFLAGS := -X k8s.io/component-base/version.gitVersion=$(KILN_VERSION) \
 	-X k8s.io/component-base/version.gitCommit=$(GIT_COMMIT) \
 	-X k8s.io/component-base/version.gitTreeState=$(GIT_TREE_STATE) \
 	-X k8s.io/component-base/version.buildDate=$(BUILD_DATE)
-GO_BUILD := go build -trimpath -ldflags '$(VERSION_LDFLAGS)'
+GO_BUILD := go build -ldflags '$(VERSION_LDFLAGS)'
 
 # Rewritten only when the version changes, so the binaries that depend on
 # it are rebuilt then, and only then. One per BIN, so that images-next
@@ -127,8 +132,8 @@ node-images: $(NODE_IMAGES)
 
 $(NODE_IMAGES) &: $(wildcard test/images/*.go test/cmd/kiln-images/*.go test/cmd/pause/*.go test/cmd/sshd/*.go) test/go.mod test/go.sum | node-packages
 	@mkdir -p $(OUTPUT)/images
-	cd test && CGO_ENABLED=0 go build -trimpath -o $(abspath $(OUTPUT)/images/pause) ./cmd/pause
-	cd test && CGO_ENABLED=0 go build -trimpath -o $(abspath $(OUTPUT)/images/sshd) ./cmd/sshd
+	cd test && CGO_ENABLED=0 go build -o $(abspath $(OUTPUT)/images/pause) ./cmd/pause
+	cd test && CGO_ENABLED=0 go build -o $(abspath $(OUTPUT)/images/sshd) ./cmd/sshd
 	cd test && go run ./cmd/kiln-images -out $(abspath $(OUTPUT)/images) \
 		-pause $(abspath $(OUTPUT)/images/pause) -sshd $(abspath $(OUTPUT)/images/sshd) -busybox /bin/busybox
 
@@ -141,7 +146,7 @@ node-packages:
 # Static, as etcd's own releases are, so that its image needs no libc.
 $(BIN)/etcd: test/go.mod test/go.sum test/cmd/etcd/main.go
 	@mkdir -p $(BIN)
-	cd test && CGO_ENABLED=0 go build -trimpath -o $(abspath $@) ./cmd/etcd
+	cd test && CGO_ENABLED=0 go build -o $(abspath $@) ./cmd/etcd
 
 $(BIN)/kwok: test/go.mod test/go.sum
 	@mkdir -p $(BIN)
@@ -162,7 +167,7 @@ ETCD_VERSION := $(shell awk '$$1 == "go.etcd.io/etcd/server/v3" { print $$2 }' t
 
 $(BIN)/pause: $(wildcard test/cmd/pause/*.go) test/go.mod test/go.sum
 	@mkdir -p $(BIN)
-	cd test && CGO_ENABLED=0 go build -trimpath -o $(abspath $@) ./cmd/pause
+	cd test && CGO_ENABLED=0 go build -o $(abspath $@) ./cmd/pause
 
 images: $(addprefix $(BIN)/,kiln-apiserver kiln-controller kiln-node-agent pause etcd) $(VERSION_STAMP)
 	cd test && go run ./cmd/kiln-release-images -out $(abspath $(IMAGES_DIR)) -bin $(abspath $(BIN)) \
@@ -218,7 +223,11 @@ verify: lint
 lint: $(STATICCHECK)
 	STATICCHECK=$(abspath $(STATICCHECK)) hack/verify-lint.sh
 
-test: verify unit integration fuzz e2e faults
+# The stages of `make test`, each timed; the times are printed at the end.
+TEST_STAGES := verify unit integration fuzz test-binaries e2e-cluster e2e-up e2e-install faults
+
+test:
+	@MAKE='$(MAKE)' hack/run-test-stages.sh $(TEST_STAGES)
 
 # Pure tests: no etcd, no server, no make run.
 unit:
@@ -257,12 +266,21 @@ integration:
 # test/install installs Kiln from `make images` onto a cluster of its own,
 # each after the rest, since every one of these clusters runs real-0 and a
 # machine has one.
-e2e: control-plane build node images images-next $(BIN)/kiln-up
+e2e: e2e-cluster e2e-up e2e-install
+
+# What the end-to-end tests run, built before them.
+test-binaries: control-plane build node images images-next $(BIN)/kiln-up
+
+e2e-cluster: test-binaries
 	cd test && go test -count=1 -timeout=40m $$(go list ./... | grep -v -e '/test/faults$$' -e '/test/cmd/kiln-up$$' -e '/test/install$$')
+	cd test && go test -count=1 -run='^(TestObjectModel|TestClassify)$$' ./faults/
+
+e2e-up: test-binaries
 	cd test && go test -count=1 -timeout=20m ./cmd/kiln-up/
+
+e2e-install: test-binaries
 	cd test && go test -count=1 -timeout=30m ./install/; rc=$$?; \
 		cat $(abspath $(OUTPUT))/install-report.txt 2>/dev/null; exit $$rc
-	cd test && go test -count=1 -run='^(TestObjectModel|TestClassify)$$' ./faults/
 
 # The fault suite (test/faults): a local cluster with a 3-member etcd and
 # two Kiln replicas; etcd, one member, one replica, kube-apiserver, a node

@@ -117,7 +117,7 @@ spec:
   type: real-cpu-%s
   image: %s
   resources: {accelerators: 0}
-  command: ["/bin/sh", "-c", "echo started on $(hostname); while true; do sleep 1; done"]
+  command: ["/bin/sh", "-c", "trap 'exit 0' TERM; echo started on $(hostname); while true; do sleep 1; done"]
 `, ns, ns, images.WorkloadImage), "apply", "-f", "-")
 	inst := waitInstance(t, ns, "box", 2*time.Minute, "Ready on "+localcluster.RealNodeName, func(i *gpuv1.Instance) bool {
 		return phaseIs(gpuv1.InstanceReady)(i) && i.Status.NodeName == localcluster.RealNodeName
@@ -188,7 +188,7 @@ metadata:
 spec:
   type: %s
   image: %s
-  command: ["/bin/sh", "-c", "ls /dev; echo NVIDIA_VISIBLE_DEVICES=$NVIDIA_VISIBLE_DEVICES; while true; do sleep 1; done"]
+  command: ["/bin/sh", "-c", "trap 'exit 0' TERM; ls /dev; echo NVIDIA_VISIBLE_DEVICES=$NVIDIA_VISIBLE_DEVICES; while true; do sleep 1; done"]
 `, name, ns, typ, images.WorkloadImage) + extra
 }
 

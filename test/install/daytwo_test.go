@@ -60,7 +60,7 @@ func dayTwo(t *testing.T, cluster *localcluster.Cluster, admin kubectlAs, prev, 
 		Aggregated: aggregated, Direct: aggregated,
 		Tenants: map[string]versioned.Interface{}, Budgets: map[string]string{}, BudgetHard: 1,
 		Type: "real", Log: testLog{t}, Rounds: 1,
-		Image: images.WorkloadImage, Command: []string{"/bin/sh", "-c", "while true; do sleep 1; done"},
+		Image: images.WorkloadImage, Command: []string{"/bin/sh", "-c", "trap 'exit 0' TERM; while true; do sleep 1; done"},
 	}
 	for _, ns := range loadTenants {
 		tcfg, err := cluster.ConfigFor(ns)
