@@ -14,7 +14,7 @@ export CGO_CFLAGS := -O2 -g -Wno-deprecated-declarations
 # the tests.
 export GOFLAGS := $(strip $(filter-out -trimpath,$(GOFLAGS)) -trimpath)
 
-.PHONY: all build control-plane node node-packages node-images images images-next push generate verify lint test test-binaries unit integration fuzz e2e e2e-cluster e2e-up e2e-install faults bench bench-api up down clean-local run clean FORCE
+.PHONY: all build control-plane node node-packages node-images images images-next push generate verify verify-codegen verify-tree vet lint test test-binaries unit integration fuzz e2e e2e-cluster e2e-up e2e-install faults bench bench-api up down clean-local run clean FORCE
 
 all: build
 
@@ -210,13 +210,20 @@ $(STATICCHECK):
 	@mkdir -p $(@D)
 	GOBIN=$(abspath $(@D)) go install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
 
-verify: lint
+# Its parts are targets of their own so that make test times each.
+verify: lint verify-codegen verify-tree vet
+
+verify-codegen:
+	hack/verify-codegen.sh
+
+verify-tree:
 	hack/test-verify-filesize.sh
 	hack/verify-filesize.sh
 	hack/verify-gofmt.sh
-	hack/verify-codegen.sh
 	hack/verify-deps.sh
 	hack/verify-layout.sh
+
+vet:
 	go vet -tags=integration ./...
 	cd test && go vet ./...
 
@@ -228,7 +235,7 @@ lint: $(STATICCHECK)
 # run`, whose static kiln-apiserver needs the Kubernetes libraries compiled
 # without cgo, which no test compiles; from a cold Go cache that took the
 # test past its 5 minutes.
-TEST_STAGES := verify build unit integration fuzz test-binaries e2e-cluster e2e-up e2e-install faults
+TEST_STAGES := lint verify-codegen verify-tree vet build unit integration fuzz test-binaries e2e-cluster e2e-up e2e-install faults
 
 test:
 	@MAKE='$(MAKE)' hack/run-test-stages.sh $(TEST_STAGES)
