@@ -2,9 +2,6 @@ package e2e
 
 import (
 	"context"
-	"crypto/ed25519"
-	"crypto/rand"
-	"encoding/pem"
 	"fmt"
 	"maps"
 	"os"
@@ -14,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/crypto/ssh"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -473,27 +469,14 @@ func TestRealNodeUnhealthyCard(t *testing.T) {
 	})
 }
 
-// sshKey writes a new private key for ssh -i and returns its file and the
-// authorized_keys line of its public half.
+// sshKey is images.SSHKey in the test's own directory.
 func sshKey(t *testing.T) (file, authorized string) {
 	t.Helper()
-	pub, priv, err := ed25519.GenerateKey(rand.Reader)
+	file, authorized, err := images.SSHKey(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
-	block, err := ssh.MarshalPrivateKey(priv, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	file = filepath.Join(t.TempDir(), "id_ed25519")
-	if err := os.WriteFile(file, pem.EncodeToMemory(block), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	key, err := ssh.NewPublicKey(pub)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return file, string(ssh.MarshalAuthorizedKey(key))
+	return file, authorized
 }
 
 // sshEcho runs `echo ok` in the Instance's SSH sidecar through

@@ -28,6 +28,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	gpuv1 "kiln.dev/kiln/pkg/apis/gpu/v1alpha1"
+	"kiln.dev/kiln/test/images"
 	"kiln.dev/kiln/test/localcluster"
 )
 
@@ -264,8 +265,8 @@ func etcdPV(path string) *corev1.PersistentVolume {
 
 // walkThrough is the README's walk-through on real-0, through the
 // in-cluster Kiln: the admin's type, a tenant's Instance Ready with its
-// cards (and only those in its container), its logs, stop and start, and a
-// Claim of the cards left.
+// cards (and only those in its container), its logs, stop and start, ssh
+// into another, and a Claim of the cards left.
 func walkThrough(t *testing.T, admin, tenant kubectlAs) {
 	admin.must(readFile(t, filepath.Join(repoRoot, "artifacts", "examples", "real-node.yaml")), "apply", "-f", "-")
 	if out := tenant.must("", "get", "instancetypes"); !strings.Contains(out, "real") {
@@ -297,6 +298,40 @@ func walkThrough(t *testing.T, admin, tenant kubectlAs) {
 	eventually(t, "instance/hello-real"+" "+"{.status.phase}", 3*time.Minute, tenant.jsonPath("instance/hello-real", "{.status.phase}"), func(s string) bool { return s == "Stopped" })
 	tenant.mustGPU("start", "hello-real", "-n", tenantA, "--wait")
 	eventually(t, "instance/hello-real"+" "+"{.status.phase} {.status.nodeName}", 3*time.Minute, tenant.jsonPath("instance/hello-real", "{.status.phase} {.status.nodeName}"), func(s string) bool { return s == "Ready "+localcluster.RealNodeName })
+
+	// kubectl gpu ssh: real ssh to the node port on real-0's address,
+	// which kube-proxy forwards to the sidecar the installed controller
+	// adds. Ready says the Pod is; the port forwards once kube-proxy has
+	// its endpoint, so the first tries may be refused.
+	key, authorized, err := images.SSHKey(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	tenant.must("", "create", "secret", "generic", "keys", "-n", tenantA, "--from-literal=authorized_keys="+authorized)
+	tenant.must(fmt.Sprintf(`apiVersion: gpu.kiln.dev/v1alpha1
+kind: Instance
+metadata:
+  name: box
+  namespace: tenant-a
+spec:
+  type: real
+  image: %s
+  resources: {accelerators: 1}
+  command: ["/bin/sh", "-c", "trap 'exit 0' TERM; while true; do sleep 1; done"]
+  ssh: {authorizedKeysSecret: keys}
+  ports: [{name: ssh, port: 22}]
+`, images.WorkloadImage), "apply", "-f", "-")
+	eventually(t, "instance box Ready on "+localcluster.RealNodeName+" with a node port", 3*time.Minute, tenant.instance("box"), func(i *gpuv1.Instance) bool {
+		return i != nil && i.Status.Phase == gpuv1.InstanceReady && i.Status.NodeName == localcluster.RealNodeName &&
+			len(i.Status.Ports) == 1 && i.Status.Ports[0].NodePort != 0
+	})
+	eventually(t, "kubectl gpu ssh box --exec echo ok", time.Minute, func() (string, error) {
+		out, err := tenant.gpu("ssh", "box", "-n", tenantA, "--exec", "-i", key, "--",
+			"-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null", "-o", "BatchMode=yes", "-o", "ConnectTimeout=10",
+			"echo", "ok")
+		return strings.TrimSpace(out), err
+	}, func(out string) bool { return out == "ok" })
+	tenant.must("", "delete", "instance/box", "secret/keys", "-n", tenantA, "--wait")
 
 	tenant.must(`apiVersion: gpu.kiln.dev/v1alpha1
 kind: Claim
