@@ -328,7 +328,7 @@ spec:
 	eventually(t, "kubectl gpu ssh box --exec echo ok", time.Minute, func() (string, error) {
 		out, err := tenant.gpu("ssh", "box", "-n", tenantA, "--exec", "-i", key, "--",
 			"-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null", "-o", "BatchMode=yes", "-o", "ConnectTimeout=10",
-			"echo", "ok")
+			"-o", "LogLevel=ERROR", "echo", "ok")
 		return strings.TrimSpace(out), err
 	}, func(out string) bool { return out == "ok" })
 	tenant.must("", "delete", "instance/box", "secret/keys", "-n", tenantA, "--wait")

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -137,8 +138,20 @@ func Run(ctx context.Context, o *Options) error {
 		defer stopMetrics()
 	}
 
-	run := func(ctx context.Context) {
-		if err := runLoops(ctx, o, kube, kiln, recorder); err != nil {
+	// A shutdown stops the loops, and only once they have returned (their
+	// syncs done) is the Lease handed over: released while a sync still
+	// wrote, it let the next leader finalize a Claim this one then gave a
+	// holder Pod, two Pods on cards for a Budget of one (test/install's
+	// rollback). Lost leadership stops the loops the same way.
+	var leading atomic.Bool
+	loopsDone := make(chan struct{})
+	run := func(leaderCtx context.Context) {
+		leading.Store(true)
+		defer close(loopsDone)
+		loopsCtx, stopLoops := context.WithCancel(leaderCtx)
+		defer stopLoops()
+		context.AfterFunc(ctx, stopLoops)
+		if err := runLoops(loopsCtx, o, kube, kiln, recorder); err != nil {
 			logger.Error(err, "Controller loops stopped")
 			klog.FlushAndExit(klog.ExitFlushTimeout, 1)
 		}
@@ -147,6 +160,15 @@ func Run(ctx context.Context, o *Options) error {
 		run(ctx)
 		return nil
 	}
+	electionCtx, release := context.WithCancel(context.WithoutCancel(ctx))
+	defer release()
+	go func() {
+		<-ctx.Done()
+		if leading.Load() {
+			<-loopsDone
+		}
+		release()
+	}()
 
 	host, err := os.Hostname()
 	if err != nil {
@@ -160,7 +182,7 @@ func Run(ctx context.Context, o *Options) error {
 		return err
 	}
 	lost := make(chan struct{})
-	leaderelection.RunOrDie(ctx, leaderelection.LeaderElectionConfig{
+	leaderelection.RunOrDie(electionCtx, leaderelection.LeaderElectionConfig{
 		Lock:          lock,
 		LeaseDuration: le.LeaseDuration.Duration,
 		RenewDeadline: le.RenewDeadline.Duration,
@@ -177,6 +199,10 @@ func Run(ctx context.Context, o *Options) error {
 			},
 		},
 	})
+	if ctx.Err() != nil {
+		// Shut down: the Lease was released after the loops stopped.
+		return nil
+	}
 	select {
 	case <-ctx.Done():
 		return nil
