@@ -509,6 +509,17 @@ func (c *Controller) group(cl *v1alpha1.Claim) ([]*v1alpha1.Claim, string, error
 // createHolder creates the holder on node and nominates it there. An
 // existing one (the informer had not seen it) is taken as it is.
 func (c *Controller) createHolder(ctx context.Context, cl *v1alpha1.Claim, t *v1alpha1.InstanceType, node string, ask corev1.ResourceList) (*corev1.Pod, error) {
+	// The cache can still hold a Claim the server has let go (a watch
+	// broken before its deletion arrived): a holder made for it would run
+	// on cards no Budget charges. Only this sync acts on this Claim, so
+	// one that is live here is not finalized before the holder exists.
+	live, err := c.kiln.GpuV1alpha1().Claims(cl.Namespace).Get(ctx, cl.Name, metav1.GetOptions{})
+	if err != nil {
+		return nil, err
+	}
+	if live.UID != cl.UID || live.DeletionTimestamp != nil {
+		return nil, fmt.Errorf("claim %s/%s is gone or being deleted on the server; its holder is not made", cl.Namespace, cl.Name)
+	}
 	pod := handover.RenderHolder(cl, t, node, ask, c.opts.HolderImage)
 	others, err := c.otherClaimPods(cl)
 	if err != nil {

@@ -1269,3 +1269,45 @@ func TestSyncReportsHeldDevices(t *testing.T) {
 		t.Fatalf("attached: devices %v, want the holder's GPU-a and GPU-b kept", got)
 	}
 }
+
+// TestSyncMakesNoHolderForAGoneClaim: the cache still holds a Claim the
+// server has let go (its deletion not yet seen): no holder is made for it,
+// since no Budget would charge the cards it took.
+func TestSyncMakesNoHolderForAGoneClaim(t *testing.T) {
+	for _, tt := range []struct {
+		name   string
+		server func(f *fixture, cl *v1alpha1.Claim)
+	}{
+		{name: "deleted", server: func(f *fixture, cl *v1alpha1.Claim) {
+			if err := f.kiln.Tracker().Delete(f.gvrOf(cl), cl.Namespace, cl.Name); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{name: "being deleted", server: func(f *fixture, cl *v1alpha1.Claim) {
+			going := cl.DeepCopy()
+			going.DeletionTimestamp = &metav1.Time{Time: start}
+			if err := f.kiln.Tracker().Update(f.gvrOf(cl), going, cl.Namespace); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{name: "made again under the same name", server: func(f *fixture, cl *v1alpha1.Claim) {
+			again := cl.DeepCopy()
+			again.UID = "another"
+			if err := f.kiln.Tracker().Update(f.gvrOf(cl), again, cl.Namespace); err != nil {
+				t.Fatal(err)
+			}
+		}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			cl := newClaim("train", 4, expireAfter(2*time.Hour))
+			f := newFixture(t, cl, h100(), node("gpu-1"))
+			tt.server(f, cl)
+			if _, err := f.c.sync(t.Context(), key); err == nil {
+				t.Errorf("sync of a Claim gone from the server succeeded; writes %v", f.writes())
+			}
+			if h := f.pod(handover.HolderName(cl)); h != nil {
+				t.Errorf("holder Pod %s made for a Claim the server has let go", h.Name)
+			}
+		})
+	}
+}
