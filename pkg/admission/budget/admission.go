@@ -292,9 +292,14 @@ func names(hard, delta gpu.BudgetResourceList) bool {
 func (p *Plugin) charge(ctx context.Context, a admission.Attributes, b *gpu.Budget, req *request) (*charged, error) {
 	recounted := false
 	for attempt := 0; attempt < maxAttempts; attempt++ {
-		if !recounted && uncounted(b, req.delta) {
-			// Count what runs first; a conflict means a charge landed,
-			// which the reread shows.
+		over := exceeds(b, req.delta)
+		// Count what runs first when the Budget has not counted a key
+		// yet, or before a refusal: status.used lags a release (an
+		// Instance reported Stopped a moment ago, which its owner may
+		// already have seen) until the Budget loop recounts, and a
+		// refusal should not rest on that. A conflict means a charge
+		// landed, which the reread shows.
+		if !recounted && (over != "" || uncounted(b, req.delta)) {
 			recounted = true
 			if err := p.recount(ctx, b.Namespace); err != nil && !apierrors.IsConflict(err) {
 				return nil, apierrors.NewInternalError(fmt.Errorf("counting what budget %q already holds: %w", b.Name, err))
@@ -306,7 +311,7 @@ func (p *Plugin) charge(ctx context.Context, a admission.Attributes, b *gpu.Budg
 			b = cur
 			continue
 		}
-		if over := exceeds(b, req.delta); over != "" {
+		if over != "" {
 			return nil, admission.NewForbidden(a, fmt.Errorf("%s", over))
 		}
 		if a.IsDryRun() {

@@ -643,34 +643,38 @@ func TestPluginValidate(t *testing.T) {
 	}
 }
 
-// TestUncountedBudgetIsCountedFirst: a Budget created while Instances run
-// has no used for its keys yet. The plugin has it counted before it
-// charges, so the first request is checked against what runs, not zero;
-// a Budget already counted is not recounted.
-func TestUncountedBudgetIsCountedFirst(t *testing.T) {
+// TestBudgetIsCountedFirst: a Budget created while Instances run has no
+// used for its keys yet, and a counted one lags a release (an Instance
+// just reported Stopped) until the Budget loop recounts. The plugin has
+// the Budget counted before it charges an uncounted key or refuses, so a
+// request is checked against what runs, not zero and not what ran; a
+// Budget counted and with room is not recounted.
+func TestBudgetIsCountedFirst(t *testing.T) {
+	over := forbiddenInstance(`exceeds budget "team": accelerators used 2 + requested 1 > hard 2`)
 	for _, tc := range []struct {
-		name        string
-		used        v1alpha1.BudgetResourceList
+		name string
+		used v1alpha1.BudgetResourceList
+		// running is what the recount finds.
+		running     string
 		wantRecount int
 		wantErr     string
 	}{
-		{name: "new Budget: counted, then refused", wantRecount: 1,
-			wantErr: forbiddenInstance(`exceeds budget "team": accelerators used 2 + requested 1 > hard 2`)},
-		{name: "a key added later is counted too", used: list("instances", "1"), wantRecount: 1,
-			wantErr: forbiddenInstance(`exceeds budget "team": accelerators used 2 + requested 1 > hard 2`)},
-		{name: "counted Budget: no recount", used: list("accelerators", "1"), wantRecount: 0},
+		{name: "new Budget: counted, then refused", running: "2", wantRecount: 1, wantErr: over},
+		{name: "a key added later is counted too", used: list("instances", "1"), running: "2", wantRecount: 1, wantErr: over},
+		{name: "counted Budget with room: no recount", used: list("accelerators", "1"), running: "1", wantRecount: 0},
+		{name: "full Budget lagging a release: counted, then admitted", used: list("accelerators", "2"), running: "1", wantRecount: 1},
+		{name: "full Budget: counted, then refused", used: list("accelerators", "2"), running: "2", wantRecount: 1, wantErr: over},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p, client := newPlugin(t, budget("team", list("accelerators", "2"), tc.used))
 			recounts := 0
-			// What the Budget loop would find: two cards running.
 			p.SetBudgetRecount(func(ctx context.Context, namespace string) error {
 				recounts++
 				b, err := client.GpuV1alpha1().Budgets(namespace).Get(ctx, "team", metav1.GetOptions{})
 				if err != nil {
 					return err
 				}
-				b.Status.Used = list("accelerators", "2")
+				b.Status.Used = list("accelerators", tc.running)
 				_, err = client.GpuV1alpha1().Budgets(namespace).UpdateStatus(ctx, b, metav1.UpdateOptions{})
 				return err
 			})
@@ -703,6 +707,9 @@ func TestPluginConflict(t *testing.T) {
 		wantErr  string
 		want     map[string]v1alpha1.BudgetStatus
 		writes   map[string]int
+		// rereads: after the conflict, and after the recount before a
+		// refusal.
+		rereads int
 	}{
 		{name: "retry charges on top of the charge that landed",
 			landed: "3",
@@ -710,13 +717,13 @@ func TestPluginConflict(t *testing.T) {
 				Used:    list("accelerators", "5"),
 				Pending: []v1alpha1.BudgetCharge{charge("Instance", "train", "", list("accelerators", "2"))},
 			}},
-			writes: map[string]int{"team": 2}},
+			writes: map[string]int{"team": 2}, rereads: 1},
 		{name: "retry refuses when the charge that landed leaves no room",
 			landed:   "7",
 			wantCode: http.StatusForbidden,
 			wantErr:  `instances.gpu.kiln.dev "train" is forbidden: exceeds budget "team": accelerators used 7 + requested 2 > hard 8`,
 			want:     map[string]v1alpha1.BudgetStatus{"team": {Used: list("accelerators", "7")}},
-			writes:   map[string]int{"team": 1}},
+			writes:   map[string]int{"team": 1}, rereads: 2},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -748,8 +755,8 @@ func TestPluginConflict(t *testing.T) {
 					rereads++
 				}
 			}
-			if rereads != 1 {
-				t.Errorf("%d reads of the Budget after the conflict, want 1", rereads)
+			if rereads != tc.rereads {
+				t.Errorf("%d reads of the Budget after the conflict, want %d", rereads, tc.rereads)
 			}
 			if writes := statusWrites(t, client); !apiequality.Semantic.DeepEqual(writes, tc.writes) {
 				t.Errorf("status writes %v, want %v", writes, tc.writes)
