@@ -357,6 +357,66 @@ func TestSyncNewInstance(t *testing.T) {
 	}
 }
 
+// TestSyncMakesNoPodForAStaleInstance: the cache still shows an Instance
+// that wants a Pod while the server has stopped, changed or let go of it
+// (the event not yet seen): no Pod is made, since the stop may already
+// have released its cards to another Instance.
+func TestSyncMakesNoPodForAStaleInstance(t *testing.T) {
+	for _, tt := range []struct {
+		name   string
+		server func(f *fixture, inst *v1alpha1.Instance)
+	}{
+		{name: "deleted", server: func(f *fixture, inst *v1alpha1.Instance) {
+			if err := f.kiln.Tracker().Delete(f.gvrOf(inst), inst.Namespace, inst.Name); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{name: "being deleted", server: func(f *fixture, inst *v1alpha1.Instance) {
+			going := inst.DeepCopy()
+			going.DeletionTimestamp = &metav1.Time{Time: f.clock}
+			f.update(going)
+		}},
+		{name: "made again under the same name", server: func(f *fixture, inst *v1alpha1.Instance) {
+			again := inst.DeepCopy()
+			again.UID = "another"
+			f.update(again)
+		}},
+		{name: "stopped and reported", server: func(f *fixture, inst *v1alpha1.Instance) {
+			stopped := inst.DeepCopy()
+			stopped.Generation = 2
+			stopped.Spec.Stopped = true
+			stopped.Status = v1alpha1.InstanceStatus{Phase: v1alpha1.InstanceStopped, ObservedGeneration: 2}
+			f.update(stopped)
+		}},
+		{name: "spec changed", server: func(f *fixture, inst *v1alpha1.Instance) {
+			bigger := inst.DeepCopy()
+			bigger.Generation = 2
+			bigger.Spec.Resources.Accelerators = ptr.To[int32](8)
+			f.update(bigger)
+		}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			inst := running()
+			f := newFixture(t, Options{}, inst, h100())
+			tt.server(f, inst)
+			if _, err := f.c.sync(t.Context(), key); err == nil {
+				t.Errorf("sync of an Instance the server has moved on from succeeded; writes %v", f.writes())
+			}
+			if f.wrote("create", "pods") {
+				t.Errorf("Pod made from a stale Instance; writes %v", f.writes())
+			}
+		})
+	}
+}
+
+// update replaces o in the client only, as a write the cache has not seen.
+func (f *fixture) update(o *v1alpha1.Instance) {
+	f.t.Helper()
+	if err := f.kiln.Tracker().Update(f.gvrOf(o), o, o.Namespace); err != nil {
+		f.t.Fatal(err)
+	}
+}
+
 // An Instance created stopped is reported Stopped before it gets its
 // finalizer, so that the update adding it is not charged: with the
 // finalizer and no phase, it would count as holding its cards.

@@ -216,6 +216,9 @@ func (c *Controller) syncPod(ctx context.Context, o *observed, t *v1alpha1.Insta
 	hash := desired.Annotations[AnnotationPodHash]
 	switch {
 	case pod == nil:
+		if err := c.stillWanted(ctx, inst); err != nil {
+			return 0, err
+		}
 		created, err := c.kube.CoreV1().Pods(inst.Namespace).Create(ctx, desired, metav1.CreateOptions{FieldManager: ManagedBy})
 		if err != nil {
 			// AlreadyExists: the informer has not seen a Pod created
@@ -492,6 +495,28 @@ func (c *Controller) livePod(ctx context.Context, inst *v1alpha1.Instance) (*cor
 		return nil, nil
 	}
 	return live, nil
+}
+
+// stillWanted asks the server whether the Instance the cache shows still
+// wants a Pod. The cache can lag behind a stop, a spec change or a
+// deletion (a watch broken before the event arrived); the stop may
+// already be reported, its cards released and charged to another
+// Instance, and a Pod made from the stale copy would run on them
+// uncharged. Only this sync reports a stop, so an Instance that is live
+// and unchanged here is not released before the Pod exists.
+func (c *Controller) stillWanted(ctx context.Context, inst *v1alpha1.Instance) error {
+	live, err := c.kiln.GpuV1alpha1().Instances(inst.Namespace).Get(ctx, inst.Name, metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	switch {
+	case live.UID != inst.UID || live.DeletionTimestamp != nil:
+		return fmt.Errorf("instance %s/%s is gone or being deleted on the server; its Pod is not made", inst.Namespace, inst.Name)
+	case live.Generation != inst.Generation || live.Spec.Stopped:
+		return fmt.Errorf("instance %s/%s changed on the server (generation %d, stopped %t) since the cache saw generation %d; its Pod waits for the cache",
+			inst.Namespace, inst.Name, live.Generation, live.Spec.Stopped, inst.Generation)
+	}
+	return nil
 }
 
 // stoppedAt says the Instance's status already reports it Stopped at its
