@@ -25,9 +25,10 @@ import (
 	"kiln.dev/kiln/test/localcluster"
 )
 
-// The Claim tests run one after another, each on a pool of its own: an
-// InstanceType for a card model no other test uses, and kwok nodes made
-// for it, so what they count is theirs alone.
+// The Claim tests run one after another, except those TestTimers runs
+// side by side, each on a pool of its own: an InstanceType for a card
+// model no other test uses, and kwok nodes made for it, so what they
+// count is theirs alone.
 
 // claimPool creates an InstanceType of model and one 8-card node per name
 // (the first of them also offering seven 1g.10gb partitions), and removes
@@ -328,10 +329,30 @@ func TestClaimLostAndPlacedAgain(t *testing.T) {
 	}
 }
 
-// TestInstanceNodeLost: deleting the node of a Ready Instance makes it
+// TestTimers runs side by side the tests that spend most of their time
+// waiting on a timer (the pod garbage collector's 40 s, a Claim's expiry,
+// a holder kept Terminating), each on its pool of its own: one after
+// another they took 140 s of the serial tests; side by side, the longest.
+func TestTimers(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		test func(t *testing.T)
+	}{
+		{"instance node lost", testInstanceNodeLost},
+		{"claim expires", testClaimExpires},
+		{"claim charged until its holder is gone", testClaimChargedUntilHolderGone},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			tc.test(t)
+		})
+	}
+}
+
+// testInstanceNodeLost: deleting the node of a Ready Instance makes it
 // say so (Pending, reason NodeLost, a Warning naming the node) until the
 // pod garbage collector removes the Pod, then it runs on the other node.
-func TestInstanceNodeLost(t *testing.T) {
+func testInstanceNodeLost(t *testing.T) {
 	ns := "e2e-node-lost"
 	controllerNamespace(t, ns)
 	claimPool(t, "a100-gone", "NVIDIA-A100-GONE", "node-gone-0", "node-gone-1")
@@ -368,9 +389,9 @@ func TestInstanceNodeLost(t *testing.T) {
 	}
 }
 
-// TestClaimExpires: a Claim with expireAfter 30s, never attached, expires,
+// testClaimExpires: a Claim with expireAfter 30s, never attached, expires,
 // its holder goes and its Budget charge with it.
-func TestClaimExpires(t *testing.T) {
+func testClaimExpires(t *testing.T) {
 	ns := "e2e-claim-expiry"
 	controllerNamespace(t, ns)
 	claimPool(t, "a100-exp", "NVIDIA-A100-EXP", "claim-exp-0")
@@ -406,14 +427,14 @@ func TestClaimExpires(t *testing.T) {
 	}
 }
 
-// TestClaimChargedUntilHolderGone: a Claim's charge ends when its holder
+// testClaimChargedUntilHolderGone: a Claim's charge ends when its holder
 // Pod is gone, not when the Claim is deleted or expires. An admin's
 // finalizer keeps the holder Terminating, as a kubelet that has not
 // stopped it yet would. Meanwhile the tenant cannot spend the card again
 // (read against the Pod that still holds it), a deleted Claim keeps its
 // finalizer, which the tenant cannot take off, and says, once the holder
 // is overdue, why it waits; once the holder goes, the card is free.
-func TestClaimChargedUntilHolderGone(t *testing.T) {
+func testClaimChargedUntilHolderGone(t *testing.T) {
 	ns := "e2e-claim-release"
 	controllerNamespace(t, ns)
 	claimPool(t, "a100-rel", "NVIDIA-A100-REL", "claim-rel-0")
