@@ -30,7 +30,10 @@ type NVML struct {
 	unhealthy map[string]string // card UUID -> why
 }
 
-var _ Backend = &NVML{}
+var (
+	_ Backend = &NVML{}
+	_ Sampler = &NVML{}
+)
 
 // NewNVMLFromSystem loads the driver's libnvidia-ml. It is the only call
 // that needs the driver; the binary builds and starts without it.
@@ -109,6 +112,41 @@ func (n *NVML) card(d nvml.Device, i int) (Device, error) {
 		info.PCIBusID = busID(pci.BusId[:])
 	}
 	return info, nil
+}
+
+// Sample reads each whole card's utilization (NVML's coarse rate: the
+// share of its last sample period a kernel ran) and memory in use. A card
+// in MIG mode has no such rate and is left out, as is a card NVML cannot
+// read now; its MIG devices need GPM, which this does not read yet.
+func (n *NVML) Sample() (map[string]Usage, error) {
+	count, ret := n.lib.DeviceGetCount()
+	if ret != nvml.SUCCESS {
+		return nil, n.err("counting devices", ret)
+	}
+	out := make(map[string]Usage, count)
+	for i := range count {
+		d, ret := n.lib.DeviceGetHandleByIndex(i)
+		if ret != nvml.SUCCESS {
+			continue
+		}
+		if current, _, ret := d.GetMigMode(); ret == nvml.SUCCESS && current == nvml.DEVICE_MIG_ENABLE {
+			continue
+		}
+		uuid, ret := d.GetUUID()
+		if ret != nvml.SUCCESS {
+			continue
+		}
+		rates, ret := d.GetUtilizationRates()
+		if ret != nvml.SUCCESS {
+			continue
+		}
+		u := Usage{Utilization: int32(min(rates.Gpu, 100))}
+		if mem, ret := d.GetMemoryInfo(); ret == nvml.SUCCESS {
+			u.MemoryUsed = *resource.NewQuantity(int64(mem.Used), resource.BinarySI)
+		}
+		out[uuid] = u
+	}
+	return out, nil
 }
 
 // migDevices lists a card's MIG devices; nil when MIG is off.

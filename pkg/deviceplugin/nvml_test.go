@@ -212,3 +212,42 @@ func TestNVMLWithoutTheDriver(t *testing.T) {
 		t.Fatalf("error %v", err)
 	}
 }
+
+// TestNVMLSample: each whole card's utilization and memory in use, as the
+// mock reports them; a card that cannot say is left out, not made idle.
+func TestNVMLSample(t *testing.T) {
+	s := dgx(t)
+	for i, d := range s.Devices {
+		dev := d.(*server.Device)
+		dev.GetUtilizationRatesFunc = func() (nvml.Utilization, nvml.Return) {
+			if i == 7 {
+				return nvml.Utilization{}, nvml.ERROR_NOT_SUPPORTED
+			}
+			return nvml.Utilization{Gpu: uint32(10 * i), Memory: 0}, nvml.SUCCESS
+		}
+		dev.GetMemoryInfoFunc = func() (nvml.Memory, nvml.Return) {
+			return nvml.Memory{Total: 40 << 30, Used: uint64(i) << 30}, nvml.SUCCESS
+		}
+	}
+	n, err := NewNVML(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	devices, err := n.Devices()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := n.Sample()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 7 {
+		t.Fatalf("%d cards sampled, want 7 (card 7 cannot say): %v", len(got), got)
+	}
+	for i, d := range devices[:7] {
+		u, ok := got[d.UUID]
+		if !ok || u.Utilization != int32(10*i) || u.MemoryUsed.Value() != int64(i)<<30 {
+			t.Errorf("card %d: %+v, want utilization %d and %d GiB in use", i, u, 10*i, i)
+		}
+	}
+}

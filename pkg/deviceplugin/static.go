@@ -13,6 +13,9 @@ import (
 // Inventory is the static inventory file of one node.
 type Inventory struct {
 	Devices []Device `json:"devices"`
+	// Usage is what each device is doing, by UUID: how a test makes a
+	// device busy or idle. A device not listed is idle.
+	Usage map[string]Usage `json:"usage,omitempty"`
 }
 
 // Static is the Backend of a node without NVML: a simulated node, or a
@@ -26,10 +29,39 @@ type Static struct {
 	Interval time.Duration
 }
 
-var _ Backend = &Static{}
+var (
+	_ Backend = &Static{}
+	_ Sampler = &Static{}
+)
 
 // Devices reads the file.
 func (s *Static) Devices() ([]Device, error) {
+	inv, err := s.read()
+	if err != nil {
+		return nil, err
+	}
+	return inv.Devices, nil
+}
+
+// Sample reads the file's usage: every device of the inventory, idle
+// where the file says nothing of it.
+func (s *Static) Sample() (map[string]Usage, error) {
+	inv, err := s.read()
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]Usage, len(inv.Devices))
+	for _, d := range inv.Devices {
+		u, ok := inv.Usage[d.UUID]
+		if ok && (u.Utilization < 0 || u.Utilization > 100) {
+			return nil, fmt.Errorf("inventory %s: usage of %s: utilization %d is not a percentage", s.Path, d.UUID, u.Utilization)
+		}
+		out[d.UUID] = u
+	}
+	return out, nil
+}
+
+func (s *Static) read() (*Inventory, error) {
 	data, err := os.ReadFile(s.Path)
 	if err != nil {
 		return nil, err
@@ -41,7 +73,7 @@ func (s *Static) Devices() ([]Device, error) {
 	if err := validate(inv.Devices); err != nil {
 		return nil, fmt.Errorf("inventory %s: %w", s.Path, err)
 	}
-	return inv.Devices, nil
+	return &inv, nil
 }
 
 // Watch calls changed when the file's content changes.

@@ -32,6 +32,7 @@ import (
 	"k8s.io/klog/v2"
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 	podresourcesapi "k8s.io/kubelet/pkg/apis/podresources/v1"
+	"k8s.io/utils/clock"
 
 	"kiln.dev/kiln/pkg/apis/gpu/v1alpha1"
 	"kiln.dev/kiln/pkg/deviceplugin"
@@ -54,6 +55,15 @@ type Agent struct {
 	// which Pod holds which device on a real node; read when not
 	// simulating.
 	PodResources string
+	// SampleInterval is how often the devices' usage is sampled, when the
+	// Manager's Backend is a deviceplugin.Sampler; ten seconds if zero.
+	SampleInterval time.Duration
+	// ActiveThreshold is the utilization, in percent, above which a
+	// device counts as active (DefaultActiveThreshold on the command
+	// line).
+	ActiveThreshold int32
+	// Clock is the agent's time; the real one if nil.
+	Clock clock.WithTicker
 
 	pods corelisters.PodLister
 
@@ -66,6 +76,8 @@ type Agent struct {
 	cmu          sync.Mutex
 	claimDevices map[string][]string
 	changed      chan struct{}
+	// activity is the devices' use, under mu.
+	activity *activity
 }
 
 type podDevices struct {
@@ -77,12 +89,18 @@ type podDevices struct {
 // Run reports until ctx is done.
 func (a *Agent) Run(ctx context.Context) error {
 	a.allocated, a.claimDevices, a.changed = map[types.UID]podDevices{}, map[string][]string{}, make(chan struct{}, 1)
+	a.activity = newActivity(a.ActiveThreshold)
+	if a.Clock == nil {
+		a.Clock = clock.RealClock{}
+	}
 	a.Manager.OnChange = a.touch
 	a.Manager.Prefer = a.preferClaim
-	if a.Simulate {
-		if err := a.restore(ctx); err != nil {
+	if err := a.restore(ctx); err != nil {
+		if a.Simulate {
 			return err
 		}
+		// Only the devices' activity history is lost.
+		klog.FromContext(ctx).Error(err, "Reading what the agent published before it started", "node", a.Node)
 	}
 	f := informers.NewSharedInformerFactoryWithOptions(a.Kube, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
 		o.FieldSelector = fields.OneTermEqualSelector("spec.nodeName", a.Node).String()
@@ -103,6 +121,13 @@ func (a *Agent) Run(ctx context.Context) error {
 		defer wg.Done()
 		a.publishLoop(ctx)
 	}()
+	if s, ok := a.Manager.Backend.(deviceplugin.Sampler); ok {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			a.sampleLoop(ctx, s)
+		}()
+	}
 	if !a.Simulate && a.PodResources != "" {
 		// One connection for the agent's life; gRPC redials when the
 		// kubelet restarts.
@@ -133,8 +158,10 @@ func (a *Agent) touch() {
 }
 
 // restore takes the allocations of Pods back from the NodeDevices the
-// agent wrote before it restarted; those of Pods that are gone go at the
-// first look at the node's Pods.
+// agent wrote before it restarted, when it simulates the kubelet; those
+// of Pods that are gone go at the first look at the node's Pods. It also
+// takes back when each device was last active, so a restart does not make
+// a busy device's history vanish.
 func (a *Agent) restore(ctx context.Context) error {
 	nd, err := a.Kiln.GpuV1alpha1().NodeDevices().Get(ctx, a.Node, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
@@ -146,7 +173,10 @@ func (a *Agent) restore(ctx context.Context) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	for _, d := range nd.Status.Devices {
-		if h := d.Holder; h != nil {
+		if d.LastActiveTime != nil {
+			a.activity.seed(d.UUID, d.LastActiveTime.Time)
+		}
+		if h := d.Holder; h != nil && a.Simulate {
 			p := a.allocated[h.PodUID]
 			p.holder = *h
 			p.devices = append(p.devices, d.UUID)
@@ -319,6 +349,39 @@ func (a *Agent) publishLoop(ctx context.Context) {
 	}
 }
 
+// sampleLoop samples the devices' usage every SampleInterval, and has
+// NodeDevices written when the activity says a sample is worth it.
+func (a *Agent) sampleLoop(ctx context.Context, s deviceplugin.Sampler) {
+	interval := a.SampleInterval
+	if interval == 0 {
+		interval = 10 * time.Second
+	}
+	t := a.Clock.NewTicker(interval)
+	defer t.Stop()
+	for {
+		a.sample(ctx, s)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C():
+		}
+	}
+}
+
+func (a *Agent) sample(ctx context.Context, s deviceplugin.Sampler) {
+	samples, err := s.Sample()
+	if err != nil {
+		klog.FromContext(ctx).Error(err, "Sampling the devices' usage", "node", a.Node)
+		return
+	}
+	a.mu.Lock()
+	due := a.activity.observe(a.Clock.Now(), samples)
+	a.mu.Unlock()
+	if due {
+		a.touch()
+	}
+}
+
 // Status is the NodeDevices status of the node now.
 func (a *Agent) Status() v1alpha1.NodeDevicesStatus {
 	a.mu.Lock()
@@ -326,6 +389,12 @@ func (a *Agent) Status() v1alpha1.NodeDevicesStatus {
 	for _, p := range a.allocated {
 		for _, d := range p.devices {
 			holders[d] = p.holder
+		}
+	}
+	reported := map[string]reportedUsage{}
+	for uuid, d := range a.activity.devices {
+		if d.reported != nil {
+			reported[uuid] = *d.reported
 		}
 	}
 	a.mu.Unlock()
@@ -341,6 +410,17 @@ func (a *Agent) Status() v1alpha1.NodeDevicesStatus {
 		}
 		if h, ok := holders[d.UUID]; ok {
 			nd.Holder = &h
+		}
+		if r, ok := reported[d.UUID]; ok {
+			nd.Utilization = &r.usage.Utilization
+			mem := r.usage.MemoryUsed.DeepCopy()
+			nd.MemoryUsed = &mem
+			if !r.lastActive.IsZero() {
+				// Whole seconds, as the API stores it, so an unchanged
+				// status compares equal to the stored one.
+				t := metav1.NewTime(r.lastActive.Truncate(time.Second))
+				nd.LastActiveTime = &t
+			}
 		}
 		st.Devices = append(st.Devices, nd)
 	}

@@ -43,7 +43,8 @@ func simulated(t *testing.T) (*kubefake.Clientset, *kilnfake.Clientset, string) 
 	// The Kiln fake without field management: its schema names differ
 	// from the model names the server uses.
 	kube, kiln := kubefake.NewClientset(), kilnfake.NewSimpleClientset()
-	a := &Agent{Manager: &deviceplugin.Manager{Backend: &deviceplugin.Static{Path: inv, Interval: 50 * time.Millisecond}}, Kiln: kiln, Kube: kube, Node: "gpu-0", Simulate: true}
+	a := &Agent{Manager: &deviceplugin.Manager{Backend: &deviceplugin.Static{Path: inv, Interval: 50 * time.Millisecond}}, Kiln: kiln, Kube: kube, Node: "gpu-0", Simulate: true,
+		SampleInterval: 50 * time.Millisecond, ActiveThreshold: DefaultActiveThreshold}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error)
 	go func() { done <- a.Run(ctx) }()
@@ -190,4 +191,44 @@ func sameSet(a, b []string) bool {
 	slices.Sort(a)
 	slices.Sort(b)
 	return slices.Equal(a, b)
+}
+
+// TestAgentPublishesUsage: what the inventory says each device is doing
+// reaches NodeDevices: utilization and memory in use for every device,
+// and a last active time for the busy one only.
+func TestAgentPublishesUsage(t *testing.T) {
+	_, kiln, inv := simulated(t)
+	busy := inventory + "usage:\n  GPU-1: {utilization: 80, memoryUsed: 20Gi}\n"
+	if err := os.WriteFile(inv, []byte(busy), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var got []v1alpha1.NodeDevice
+	err := wait.PollUntilContextTimeout(context.Background(), 20*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
+		nd, err := kiln.GpuV1alpha1().NodeDevices().Get(ctx, "gpu-0", metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		got = nd.Status.Devices
+		for _, d := range got {
+			if d.UUID == "GPU-1" {
+				return d.Utilization != nil && *d.Utilization == 80, nil
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
+		t.Fatalf("GPU-1's utilization never reached NodeDevices: %+v", got)
+	}
+	for _, d := range got {
+		switch {
+		case d.Utilization == nil || d.MemoryUsed == nil:
+			t.Errorf("%s: utilization %v, memory used %v; want both", d.UUID, d.Utilization, d.MemoryUsed)
+		case d.UUID == "GPU-1":
+			if d.LastActiveTime == nil || d.MemoryUsed.Cmp(resource.MustParse("20Gi")) != 0 {
+				t.Errorf("GPU-1: last active %v, memory used %v; want a time and 20Gi", d.LastActiveTime, d.MemoryUsed)
+			}
+		case d.LastActiveTime != nil || *d.Utilization != 0:
+			t.Errorf("%s: utilization %d, last active %v; want an idle device never active", d.UUID, *d.Utilization, d.LastActiveTime)
+		}
+	}
 }

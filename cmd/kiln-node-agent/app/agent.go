@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"time"
 
 	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -33,6 +34,8 @@ func NewCommand(ctx context.Context) *cobra.Command {
 		mpsResource, mpsDir, mpsControl                    string
 		mpsShares                                          int
 		cdi, simulate                                      bool
+		sampleInterval                                     time.Duration
+		activeThreshold                                    int32
 	)
 	logs := logsapi.NewLoggingConfiguration()
 	cmd := &cobra.Command{
@@ -103,10 +106,19 @@ simulated node, allocating devices to the Pods bound to it.`,
 			if err != nil {
 				return err
 			}
-			return (&nodeagent.Agent{Manager: m, Kube: kube, Kiln: kiln, Node: nodeName, Simulate: simulate, PodResources: podResources}).Run(ctx)
+			if activeThreshold < 0 || activeThreshold > 100 {
+				return fmt.Errorf("--active-threshold %d: want a percentage, 0 to 100", activeThreshold)
+			}
+			if sampleInterval <= 0 {
+				return fmt.Errorf("--sample-interval %v: want a positive duration, e.g. 10s", sampleInterval)
+			}
+			return (&nodeagent.Agent{Manager: m, Kube: kube, Kiln: kiln, Node: nodeName, Simulate: simulate, PodResources: podResources,
+				SampleInterval: sampleInterval, ActiveThreshold: activeThreshold}).Run(ctx)
 		},
 	}
 	fs := cmd.Flags()
+	fs.DurationVar(&sampleInterval, "sample-interval", 10*time.Second, "how often each device's utilization and memory in use are sampled; NodeDevices gets the utilization smoothed over recent samples, written at once for a change of more than 10 points, of more than 1Gi of memory, or a device waking up, and for smaller ones at most once a minute")
+	fs.Int32Var(&activeThreshold, "active-threshold", nodeagent.DefaultActiveThreshold, "the utilization, in percent, above which a device counts as active (its lastActiveTime in NodeDevices)")
 	fs.StringVar(&inventory, "inventory", "", "a YAML file of this node's devices, read instead of NVML and again whenever it changes")
 	fs.StringVar(&dir, "device-plugin-dir", pluginapi.DevicePluginPath, "the kubelet's device-plugins directory, where its registration socket is")
 	fs.BoolVar(&cdi, "cdi", true, "give containers their devices as CDI names (nvidia.com/gpu=<UUID>) as well as in NVIDIA_VISIBLE_DEVICES; the runtime needs NVIDIA's CDI spec (nvidia-ctk cdi generate). With it, NVIDIA's toolkit can be set to ignore NVIDIA_VISIBLE_DEVICES from unprivileged containers, which a tenant's Pod could otherwise set to reach every card. --cdi=false leaves the variable alone to pick the devices")

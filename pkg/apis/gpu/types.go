@@ -915,6 +915,16 @@ type NodeDevice struct {
 	// holder is what holds the device now; none when it is free.
 	// +optional
 	Holder *DeviceHolder `json:"holder,omitempty"`
+	// utilization is the percentage of the time the device's engines were
+	// busy, 0 to 100, smoothed over the node agent's recent samples.
+	// +optional
+	Utilization *int32 `json:"utilization,omitempty"`
+	// memoryUsed is the device memory in use at that sample.
+	// +optional
+	MemoryUsed *resource.Quantity `json:"memoryUsed,omitempty"`
+	// lastActiveTime is the last sample at which the device was active.
+	// +optional
+	LastActiveTime *metav1.Time `json:"lastActiveTime,omitempty"`
 }
 
 // DeviceHolderKind is what holds a device.

@@ -917,6 +917,20 @@ func (in *NodeDevice) DeepCopyInto(out *NodeDevice) {
 		*out = new(DeviceHolder)
 		**out = **in
 	}
+	if in.Utilization != nil {
+		in, out := &in.Utilization, &out.Utilization
+		*out = new(int32)
+		**out = **in
+	}
+	if in.MemoryUsed != nil {
+		in, out := &in.MemoryUsed, &out.MemoryUsed
+		x := (*in).DeepCopy()
+		*out = &x
+	}
+	if in.LastActiveTime != nil {
+		in, out := &in.LastActiveTime, &out.LastActiveTime
+		*out = (*in).DeepCopy()
+	}
 	return
 }
 

@@ -19270,12 +19270,31 @@ func schema_pkg_apis_gpu_v1alpha1_NodeDevice(ref common.ReferenceCallback) commo
 							Ref:         ref(v1alpha1.DeviceHolder{}.OpenAPIModelName()),
 						},
 					},
+					"utilization": {
+						SchemaProps: spec.SchemaProps{
+							Description: "utilization is the percentage of the time the device's engines were busy, 0 to 100, smoothed over the node agent's recent samples. The agent publishes a change of more than 10 points, or a device waking up, at once, and other changes at most once a minute. Unset where the agent cannot sample the device.",
+							Type:        []string{"integer"},
+							Format:      "int32",
+						},
+					},
+					"memoryUsed": {
+						SchemaProps: spec.SchemaProps{
+							Description: "memoryUsed is the device memory in use at that sample.",
+							Ref:         ref(resource.Quantity{}.OpenAPIModelName()),
+						},
+					},
+					"lastActiveTime": {
+						SchemaProps: spec.SchemaProps{
+							Description: "lastActiveTime is the last sample at which the device's utilization was above the node agent's activity threshold; unset when it has not been active since the agent began sampling it.",
+							Ref:         ref(metav1.Time{}.OpenAPIModelName()),
+						},
+					},
 				},
 				Required: []string{"uuid", "resource", "health"},
 			},
 		},
 		Dependencies: []string{
-			resource.Quantity{}.OpenAPIModelName(), v1alpha1.DeviceHolder{}.OpenAPIModelName()},
+			resource.Quantity{}.OpenAPIModelName(), metav1.Time{}.OpenAPIModelName(), v1alpha1.DeviceHolder{}.OpenAPIModelName()},
 	}
 }
 

@@ -1980,6 +1980,35 @@ func (m *NodeDevice) MarshalToSizedBuffer(dAtA []byte) (int, error) {
 	_ = i
 	var l int
 	_ = l
+	if m.LastActiveTime != nil {
+		{
+			size, err := m.LastActiveTime.MarshalToSizedBuffer(dAtA[:i])
+			if err != nil {
+				return 0, err
+			}
+			i -= size
+			i = encodeVarintGenerated(dAtA, i, uint64(size))
+		}
+		i--
+		dAtA[i] = 0x7a
+	}
+	if m.MemoryUsed != nil {
+		{
+			size, err := m.MemoryUsed.MarshalToSizedBuffer(dAtA[:i])
+			if err != nil {
+				return 0, err
+			}
+			i -= size
+			i = encodeVarintGenerated(dAtA, i, uint64(size))
+		}
+		i--
+		dAtA[i] = 0x72
+	}
+	if m.Utilization != nil {
+		i = encodeVarintGenerated(dAtA, i, uint64(*m.Utilization))
+		i--
+		dAtA[i] = 0x68
+	}
 	if m.Holder != nil {
 		{
 			size, err := m.Holder.MarshalToSizedBuffer(dAtA[:i])
@@ -3127,6 +3156,17 @@ func (m *NodeDevice) Size() (n int) {
 		l = m.Holder.Size()
 		n += 1 + l + sovGenerated(uint64(l))
 	}
+	if m.Utilization != nil {
+		n += 1 + sovGenerated(uint64(*m.Utilization))
+	}
+	if m.MemoryUsed != nil {
+		l = m.MemoryUsed.Size()
+		n += 1 + l + sovGenerated(uint64(l))
+	}
+	if m.LastActiveTime != nil {
+		l = m.LastActiveTime.Size()
+		n += 1 + l + sovGenerated(uint64(l))
+	}
 	return n
 }
 
@@ -3808,6 +3848,9 @@ func (this *NodeDevice) String() string {
 		`Health:` + fmt.Sprintf("%v", this.Health) + `,`,
 		`Reason:` + fmt.Sprintf("%v", this.Reason) + `,`,
 		`Holder:` + strings.Replace(this.Holder.String(), "DeviceHolder", "DeviceHolder", 1) + `,`,
+		`Utilization:` + valueToStringGenerated(this.Utilization) + `,`,
+		`MemoryUsed:` + strings.Replace(fmt.Sprintf("%v", this.MemoryUsed), "Quantity", "resource.Quantity", 1) + `,`,
+		`LastActiveTime:` + strings.Replace(fmt.Sprintf("%v", this.LastActiveTime), "Time", "v1.Time", 1) + `,`,
 		`}`,
 	}, "")
 	return s
@@ -10311,6 +10354,98 @@ func (m *NodeDevice) Unmarshal(dAtA []byte) error {
 				m.Holder = &DeviceHolder{}
 			}
 			if err := m.Holder.Unmarshal(dAtA[iNdEx:postIndex]); err != nil {
+				return err
+			}
+			iNdEx = postIndex
+		case 13:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field Utilization", wireType)
+			}
+			var v int32
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowGenerated
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				v |= int32(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			m.Utilization = &v
+		case 14:
+			if wireType != 2 {
+				return fmt.Errorf("proto: wrong wireType = %d for field MemoryUsed", wireType)
+			}
+			var msglen int
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowGenerated
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				msglen |= int(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			if msglen < 0 {
+				return ErrInvalidLengthGenerated
+			}
+			postIndex := iNdEx + msglen
+			if postIndex < 0 {
+				return ErrInvalidLengthGenerated
+			}
+			if postIndex > l {
+				return io.ErrUnexpectedEOF
+			}
+			if m.MemoryUsed == nil {
+				m.MemoryUsed = &resource.Quantity{}
+			}
+			if err := m.MemoryUsed.Unmarshal(dAtA[iNdEx:postIndex]); err != nil {
+				return err
+			}
+			iNdEx = postIndex
+		case 15:
+			if wireType != 2 {
+				return fmt.Errorf("proto: wrong wireType = %d for field LastActiveTime", wireType)
+			}
+			var msglen int
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowGenerated
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				msglen |= int(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			if msglen < 0 {
+				return ErrInvalidLengthGenerated
+			}
+			postIndex := iNdEx + msglen
+			if postIndex < 0 {
+				return ErrInvalidLengthGenerated
+			}
+			if postIndex > l {
+				return io.ErrUnexpectedEOF
+			}
+			if m.LastActiveTime == nil {
+				m.LastActiveTime = &v1.Time{}
+			}
+			if err := m.LastActiveTime.Unmarshal(dAtA[iNdEx:postIndex]); err != nil {
 				return err
 			}
 			iNdEx = postIndex

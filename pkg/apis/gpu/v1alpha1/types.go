@@ -956,6 +956,21 @@ type NodeDevice struct {
 	// holder is what holds the device now; none when it is free.
 	// +optional
 	Holder *DeviceHolder `json:"holder,omitempty" protobuf:"bytes,12,opt,name=holder"`
+	// utilization is the percentage of the time the device's engines were
+	// busy, 0 to 100, smoothed over the node agent's recent samples. The
+	// agent publishes a change of more than 10 points, or a device waking
+	// up, at once, and other changes at most once a minute. Unset where
+	// the agent cannot sample the device.
+	// +optional
+	Utilization *int32 `json:"utilization,omitempty" protobuf:"varint,13,opt,name=utilization"`
+	// memoryUsed is the device memory in use at that sample.
+	// +optional
+	MemoryUsed *resource.Quantity `json:"memoryUsed,omitempty" protobuf:"bytes,14,opt,name=memoryUsed"`
+	// lastActiveTime is the last sample at which the device's utilization
+	// was above the node agent's activity threshold; unset when it has
+	// not been active since the agent began sampling it.
+	// +optional
+	LastActiveTime *metav1.Time `json:"lastActiveTime,omitempty" protobuf:"bytes,15,opt,name=lastActiveTime"`
 }
 
 // DeviceHolderKind is what holds a device.

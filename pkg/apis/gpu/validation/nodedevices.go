@@ -70,6 +70,12 @@ func validateNodeDevicesStatus(st *gpu.NodeDevicesStatus, fldPath *field.Path) f
 			allErrs = append(allErrs, field.TooMany(p.Child("nvLinkPeers"), len(d.NVLinkPeers), maxDeviceNVLinkPeers))
 		}
 		allErrs = append(allErrs, validateNonnegativeQuantity(d.Memory, p.Child("memory"))...)
+		if u := d.Utilization; u != nil && (*u < 0 || *u > 100) {
+			allErrs = append(allErrs, field.Invalid(p.Child("utilization"), *u, "must be a percentage, 0 to 100"))
+		}
+		if m := d.MemoryUsed; m != nil {
+			allErrs = append(allErrs, validateNonnegativeQuantity(*m, p.Child("memoryUsed"))...)
+		}
 		if !slices.Contains(supportedDeviceHealth, d.Health) {
 			allErrs = append(allErrs, field.NotSupported(p.Child("health"), d.Health, supportedDeviceHealth))
 		}

@@ -42,6 +42,16 @@ func TestValidateNodeDevices(t *testing.T) {
 			want: field.ErrorList{field.Required(field.NewPath("status", "devices").Index(0).Child("holder", "podUID"), "")}},
 		{name: "holder of an unknown kind", mutate: func(o *gpu.NodeDevices) { o.Status.Devices[0].Holder.Kind = "Deployment" },
 			want: field.ErrorList{field.NotSupported(field.NewPath("status", "devices").Index(0).Child("holder", "kind"), "Deployment", []string{})}},
+		{name: "usage", mutate: func(o *gpu.NodeDevices) {
+			util, mem, at := int32(100), resource.MustParse("79Gi"), metav1.Now()
+			o.Status.Devices[0].Utilization, o.Status.Devices[0].MemoryUsed, o.Status.Devices[0].LastActiveTime = &util, &mem, &at
+		}},
+		{name: "utilization over 100", mutate: func(o *gpu.NodeDevices) { u := int32(101); o.Status.Devices[0].Utilization = &u },
+			want: field.ErrorList{field.Invalid(field.NewPath("status", "devices").Index(0).Child("utilization"), "", "")}},
+		{name: "negative utilization", mutate: func(o *gpu.NodeDevices) { u := int32(-1); o.Status.Devices[0].Utilization = &u },
+			want: field.ErrorList{field.Invalid(field.NewPath("status", "devices").Index(0).Child("utilization"), "", "")}},
+		{name: "negative memory used", mutate: func(o *gpu.NodeDevices) { m := resource.MustParse("-1Gi"); o.Status.Devices[0].MemoryUsed = &m },
+			want: field.ErrorList{field.Invalid(field.NewPath("status", "devices").Index(0).Child("memoryUsed"), "", "")}},
 		{name: "too many devices", mutate: func(o *gpu.NodeDevices) {
 			o.Status.Devices = make([]gpu.NodeDevice, MaxNodeDevices+1)
 		}, want: field.ErrorList{field.TooMany(field.NewPath("status", "devices"), MaxNodeDevices+1, MaxNodeDevices)}},

@@ -20,6 +20,7 @@ package v1alpha1
 
 import (
 	resource "k8s.io/apimachinery/pkg/api/resource"
+	v1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	gpuv1alpha1 "kiln.dev/kiln/pkg/apis/gpu/v1alpha1"
 )
 
@@ -53,6 +54,18 @@ type NodeDeviceApplyConfiguration struct {
 	Reason *string `json:"reason,omitempty"`
 	// holder is what holds the device now; none when it is free.
 	Holder *DeviceHolderApplyConfiguration `json:"holder,omitempty"`
+	// utilization is the percentage of the time the device's engines were
+	// busy, 0 to 100, smoothed over the node agent's recent samples. The
+	// agent publishes a change of more than 10 points, or a device waking
+	// up, at once, and other changes at most once a minute. Unset where
+	// the agent cannot sample the device.
+	Utilization *int32 `json:"utilization,omitempty"`
+	// memoryUsed is the device memory in use at that sample.
+	MemoryUsed *resource.Quantity `json:"memoryUsed,omitempty"`
+	// lastActiveTime is the last sample at which the device's utilization
+	// was above the node agent's activity threshold; unset when it has
+	// not been active since the agent began sampling it.
+	LastActiveTime *v1.Time `json:"lastActiveTime,omitempty"`
 }
 
 // NodeDeviceApplyConfiguration constructs a declarative configuration of the NodeDevice type for use with
@@ -156,5 +169,29 @@ func (b *NodeDeviceApplyConfiguration) WithReason(value string) *NodeDeviceApply
 // If called multiple times, the Holder field is set to the value of the last call.
 func (b *NodeDeviceApplyConfiguration) WithHolder(value *DeviceHolderApplyConfiguration) *NodeDeviceApplyConfiguration {
 	b.Holder = value
+	return b
+}
+
+// WithUtilization sets the Utilization field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Utilization field is set to the value of the last call.
+func (b *NodeDeviceApplyConfiguration) WithUtilization(value int32) *NodeDeviceApplyConfiguration {
+	b.Utilization = &value
+	return b
+}
+
+// WithMemoryUsed sets the MemoryUsed field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the MemoryUsed field is set to the value of the last call.
+func (b *NodeDeviceApplyConfiguration) WithMemoryUsed(value resource.Quantity) *NodeDeviceApplyConfiguration {
+	b.MemoryUsed = &value
+	return b
+}
+
+// WithLastActiveTime sets the LastActiveTime field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the LastActiveTime field is set to the value of the last call.
+func (b *NodeDeviceApplyConfiguration) WithLastActiveTime(value v1.Time) *NodeDeviceApplyConfiguration {
+	b.LastActiveTime = &value
 	return b
 }
