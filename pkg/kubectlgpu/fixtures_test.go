@@ -6,6 +6,7 @@ import (
 	"flag"
 	"io"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -50,7 +51,24 @@ func newFixture(t *testing.T, kiln []runtime.Object, kube ...runtime.Object) *fi
 	// No kubeconfig of the machine's: -n decides the namespace.
 	t.Setenv("KUBECONFIG", filepath.Join(t.TempDir(), "none"))
 	t.Setenv("HOME", "/home/user")
+	// NodeDevices are served by a reactor: the field-managed tracker has
+	// no schema for them.
+	nodeDevices := map[string]*v1alpha1.NodeDevices{}
+	kiln = slices.DeleteFunc(slices.Clone(kiln), func(o runtime.Object) bool {
+		nd, ok := o.(*v1alpha1.NodeDevices)
+		if ok {
+			nodeDevices[nd.Name] = nd
+		}
+		return ok
+	})
 	f := &fixture{kiln: kilnfake.NewClientset(kiln...), kube: kubefake.NewClientset(kube...), logs: map[string]string{}}
+	f.kiln.PrependReactor("get", "nodedevices", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		name := a.(k8stesting.GetAction).GetName()
+		if nd, ok := nodeDevices[name]; ok {
+			return true, nd.DeepCopy(), nil
+		}
+		return true, nil, apierrors.NewNotFound(v1alpha1.Resource("nodedevices"), name)
+	})
 	f.kiln.PrependReactor("create", "instances", f.lifecycle)
 	f.watching = make(chan struct{})
 	var once sync.Once

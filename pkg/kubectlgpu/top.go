@@ -5,9 +5,12 @@ import (
 	"fmt"
 	"sort"
 	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/duration"
 
 	"kiln.dev/kiln/pkg/apis/gpu/v1alpha1"
 )
@@ -28,6 +31,12 @@ type Allocation struct {
 	// Isolation is what keeps the Instance to its share: Exclusive, MIG,
 	// MPS or HAMi.
 	Isolation string `json:"isolation,omitempty"`
+	// Utilization, MemoryUsed and LastActiveTime are what the node agent
+	// last reported of the device in NodeDevices; unset where it reports
+	// none (a MIG device or MPS share, or an agent that cannot sample).
+	Utilization    *int32       `json:"utilization,omitempty"`
+	MemoryUsed     string       `json:"memoryUsed,omitempty"`
+	LastActiveTime *metav1.Time `json:"lastActiveTime,omitempty"`
 }
 
 type top struct {
@@ -45,7 +54,15 @@ func newTopCommand(o *Options) *cobra.Command {
 it holds (status.allocations, reported by the node agent): the device UUID,
 its index on the node and PCI bus ID, and the mode and share (a whole card,
 a slice's memory and compute percentages, or a MIG profile). An Instance
-that runs on no device yet shows one row with the device as <none>.`,
+that runs on no device yet shows one row with the device as <none>.
+
+UTIL, MEMORY USED and IDLE FOR are what the node agent last reported of
+the device in its node's NodeDevices: how busy its engines have been of
+late (smoothed over the agent's samples), the memory in use, and how long
+since it was last active ("never" if not since the agent began sampling
+it). The agent
+writes small changes at most once a minute, so a busy device can show up
+to a minute idle. A device the agent does not sample shows "-".`,
 		Example: `  # The devices of this namespace's Instances
   kubectl gpu top
 
@@ -77,6 +94,9 @@ func (t *top) run(ctx context.Context) error {
 		return fmt.Errorf("listing Instances: %w", err)
 	}
 	rows := allocations(list.Items)
+	if err := withUsage(ctx, c, rows); err != nil {
+		return err
+	}
 	if t.output != "" {
 		return writeStructured(t.IO.Out, t.output, rows)
 	}
@@ -92,7 +112,8 @@ func (t *top) run(ctx context.Context) error {
 	if t.all {
 		fmt.Fprint(w, "NAMESPACE\t")
 	}
-	fmt.Fprintln(w, "INSTANCE\tPHASE\tNODE\tDEVICE\tINDEX\tPCI BUS ID\tMODE\tSHARE\tISOLATION")
+	fmt.Fprintln(w, "INSTANCE\tPHASE\tNODE\tDEVICE\tINDEX\tPCI BUS ID\tMODE\tSHARE\tISOLATION\tUTIL\tMEMORY USED\tIDLE FOR")
+	now := time.Now()
 	for _, r := range rows {
 		if t.all {
 			fmt.Fprintf(w, "%s\t", r.Namespace)
@@ -101,9 +122,54 @@ func (t *top) run(ctx context.Context) error {
 		if device == "" {
 			device, index = "<none>", "-"
 		}
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Instance, r.Phase, dash(r.Node), device, index, dash(r.PCIBusID), dash(r.Mode), dash(r.Share), dash(r.Isolation))
+		util, idle := "-", "-"
+		if r.Utilization != nil {
+			util, idle = fmt.Sprintf("%d%%", *r.Utilization), "never"
+			if r.LastActiveTime != nil {
+				idle = duration.HumanDuration(now.Sub(r.LastActiveTime.Time))
+			}
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Instance, r.Phase, dash(r.Node), device, index, dash(r.PCIBusID),
+			dash(r.Mode), dash(r.Share), dash(r.Isolation), util, dash(r.MemoryUsed), idle)
 	}
 	return w.Flush()
+}
+
+// withUsage fills the rows' usage from the NodeDevices of their nodes,
+// one GET per node. Every user may read NodeDevices; a node the agent has
+// not reported yet leaves its rows without.
+func withUsage(ctx context.Context, c *Clients, rows []Allocation) error {
+	byNode := map[string]map[string]v1alpha1.NodeDevice{}
+	for i := range rows {
+		r := &rows[i]
+		if r.Node == "" || r.Device == "" {
+			continue
+		}
+		devices, seen := byNode[r.Node]
+		if !seen {
+			nd, err := c.Kiln.GpuV1alpha1().NodeDevices().Get(ctx, r.Node, metav1.GetOptions{})
+			switch {
+			case apierrors.IsNotFound(err):
+			case err != nil:
+				return fmt.Errorf("reading the NodeDevices of node %s: %w", r.Node, err)
+			default:
+				devices = map[string]v1alpha1.NodeDevice{}
+				for _, d := range nd.Status.Devices {
+					devices[d.UUID] = d
+				}
+			}
+			byNode[r.Node] = devices
+		}
+		d, ok := devices[r.Device]
+		if !ok || d.Utilization == nil {
+			continue
+		}
+		r.Utilization, r.LastActiveTime = d.Utilization, d.LastActiveTime
+		if d.MemoryUsed != nil {
+			r.MemoryUsed = d.MemoryUsed.String()
+		}
+	}
+	return nil
 }
 
 // allocations are the rows of the Instances that are not stopped, sorted

@@ -2,7 +2,10 @@ package kubectlgpu
 
 import (
 	"testing"
+	"time"
 
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"kiln.dev/kiln/pkg/apis/gpu/v1alpha1"
@@ -24,6 +27,17 @@ func TestTop(t *testing.T) {
 		i.Status.Allocations = []v1alpha1.DeviceAllocation{{Device: "MIG-1", Index: 2, Mode: v1alpha1.AllocationPartition, Profile: "3g.40gb", Isolation: v1alpha1.IsolationMIG}}
 	})
 	starting := instance("fresh", pending("waiting for the scheduler"))
+	// gpu-0's agent samples GPU-a (busy), GPU-b (idle since it began) and
+	// not MIG-1.
+	util := func(u int32) *int32 { return &u }
+	gib := resource.MustParse("20Gi")
+	zero := resource.MustParse("0")
+	active := metav1.NewTime(time.Now().Add(-5 * time.Minute))
+	gpu0 := &v1alpha1.NodeDevices{ObjectMeta: metav1.ObjectMeta{Name: "gpu-0"}, Status: v1alpha1.NodeDevicesStatus{Devices: []v1alpha1.NodeDevice{
+		{UUID: "GPU-a", Utilization: util(87), MemoryUsed: &gib, LastActiveTime: &active},
+		{UUID: "GPU-b", Utilization: util(0), MemoryUsed: &zero},
+		{UUID: "MIG-1"},
+	}}}
 	for _, tc := range []struct {
 		name string
 		kiln []runtime.Object
@@ -31,15 +45,20 @@ func TestTop(t *testing.T) {
 		want string
 	}{
 		{name: "this namespace", kiln: objs(whole, slice, starting, instance("parked", stopped), mig),
-			want: "INSTANCE  PHASE    NODE      DEVICE     INDEX  PCI BUS ID    MODE       SHARE                    ISOLATION\n" +
-				"fresh     Pending  -         <none>     -      -             -          -                        -\n" +
-				"trainer   Ready    gpu-0     GPU-a      1      0000:18:00.0  Exclusive  whole card               Exclusive\n" +
-				"trainer   Ready    gpu-0     GPU-b      3      0000:9a:00.0  Exclusive  whole card               -\n" +
-				"vllm      Ready    gpu-l4-0  GPU-l4::1  0      -             Slice      25% memory, 25% compute  MPS\n"},
+			want: "INSTANCE  PHASE    NODE      DEVICE     INDEX  PCI BUS ID    MODE       SHARE                    ISOLATION  UTIL  MEMORY USED  IDLE FOR\n" +
+				"fresh     Pending  -         <none>     -      -             -          -                        -          -     -            -\n" +
+				"trainer   Ready    gpu-0     GPU-a      1      0000:18:00.0  Exclusive  whole card               Exclusive  -     -            -\n" +
+				"trainer   Ready    gpu-0     GPU-b      3      0000:9a:00.0  Exclusive  whole card               -          -     -            -\n" +
+				"vllm      Ready    gpu-l4-0  GPU-l4::1  0      -             Slice      25% memory, 25% compute  MPS        -     -            -\n"},
+		{name: "usage from NodeDevices", kiln: objs(whole, mig, gpu0), args: []string{"-A"},
+			want: "NAMESPACE  INSTANCE  PHASE  NODE   DEVICE  INDEX  PCI BUS ID    MODE       SHARE       ISOLATION  UTIL  MEMORY USED  IDLE FOR\n" +
+				"tenant-a   trainer   Ready  gpu-0  GPU-a   1      0000:18:00.0  Exclusive  whole card  Exclusive  87%   20Gi         5m\n" +
+				"tenant-a   trainer   Ready  gpu-0  GPU-b   3      0000:9a:00.0  Exclusive  whole card  -          0%    0            never\n" +
+				"tenant-b   small     Ready  gpu-0  MIG-1   2      -             Partition  3g.40gb     MIG        -     -            -\n"},
 		{name: "every namespace", kiln: objs(slice, mig), args: []string{"-A"},
-			want: "NAMESPACE  INSTANCE  PHASE  NODE      DEVICE     INDEX  PCI BUS ID  MODE       SHARE                    ISOLATION\n" +
-				"tenant-a   vllm      Ready  gpu-l4-0  GPU-l4::1  0      -           Slice      25% memory, 25% compute  MPS\n" +
-				"tenant-b   small     Ready  gpu-0     MIG-1      2      -           Partition  3g.40gb                  MIG\n"},
+			want: "NAMESPACE  INSTANCE  PHASE  NODE      DEVICE     INDEX  PCI BUS ID  MODE       SHARE                    ISOLATION  UTIL  MEMORY USED  IDLE FOR\n" +
+				"tenant-a   vllm      Ready  gpu-l4-0  GPU-l4::1  0      -           Slice      25% memory, 25% compute  MPS        -     -            -\n" +
+				"tenant-b   small     Ready  gpu-0     MIG-1      2      -           Partition  3g.40gb                  MIG        -     -            -\n"},
 		{name: "nothing running", kiln: objs(instance("parked", stopped)), want: "No running Instances in namespace tenant-a.\n"},
 		{name: "yaml", kiln: objs(mig), args: []string{"-A", "-o", "yaml"},
 			want: "- device: MIG-1\n  index: 2\n  instance: small\n  isolation: MIG\n  mode: Partition\n  namespace: tenant-b\n  node: gpu-0\n  phase: Ready\n  share: 3g.40gb\n"},

@@ -6,6 +6,7 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -725,7 +726,7 @@ spec:
 		t.Errorf("slices per card %v, want four sharing one card and the fifth on another", onCard)
 	}
 	out := mustKubectlGPU(t, tenant(tenantA), "top", "-n", ns)
-	if !strings.Contains(out, "ISOLATION") || strings.Count(out, " MPS\n") != len(names) {
+	if !strings.Contains(out, "ISOLATION") || len(regexp.MustCompile(`(?m)^\S+\s.*\sMPS\s`).FindAllString(out, -1)) != len(names) {
 		t.Errorf("kubectl gpu top does not show each share isolated by MPS:\n%s", out)
 	}
 }
