@@ -26,6 +26,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	gpuv1 "kiln.dev/kiln/pkg/apis/gpu/v1alpha1"
 	"kiln.dev/kiln/test/images"
@@ -135,6 +136,18 @@ func TestInstall(t *testing.T) {
 	}
 	admin.must("", "wait", "--for=condition=Available", "apiservice/v1alpha1.gpu.kiln.dev", "--timeout=3m")
 	t.Logf("kubectl apply -k to APIService Available: %s", time.Since(start).Round(time.Second))
+	// kube-apiserver adds the group to its discovery a moment after the
+	// APIService turns Available; until then kubectl cannot map Kiln's
+	// kinds ("no matches for kind"). The README's install waits the same
+	// way.
+	err = wait.PollUntilContextTimeout(ctx, time.Second, 2*time.Minute, true, func(context.Context) (bool, error) {
+		out, err := admin.run("", "api-resources", "--api-group=gpu.kiln.dev", "-o", "name")
+		return err == nil && strings.Contains(out, "instancetypes.gpu.kiln.dev"), nil
+	})
+	if err != nil {
+		t.Fatalf("gpu.kiln.dev never appeared in discovery after the APIService turned Available: %v", err)
+	}
+	t.Logf("kubectl apply -k to gpu.kiln.dev in discovery: %s", time.Since(start).Round(time.Second))
 	pods := admin.must("", "get", "pods", "-n", kilnNamespace, "-o", "jsonpath={range .items[*]}{.metadata.name} {.spec.nodeName} {.status.phase}{\"\\n\"}{end}")
 	t.Logf("Kiln's Pods:\n%s", pods)
 	for _, line := range strings.Split(strings.TrimSpace(pods), "\n") {
