@@ -13,7 +13,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
@@ -196,51 +195,55 @@ func drainAPIServer(admin kubectlAs) error {
 	return err
 }
 
-// deleteLeader deletes the Pod holding kiln-controller's Lease, changes an
-// Instance's spec at once, and waits for the other replica to take the
-// Lease and the change to be observed. It says who led and how long the
-// first reconcile after took.
+// deleteLeader deletes the Pod holding kiln-controller's Lease, creates an
+// Instance once it is gone, and waits for the other replica to take the
+// Lease and report the Instance. It says who led and how long the first
+// reconcile after took.
+//
+// A new object, not an edit: kiln-apiserver itself marks an edit of an
+// Instance reported Stopped that keeps it stopped as observed, so such an
+// edit passed here with no leader at all.
 func deleteLeader(ctx context.Context, admin kubectlAs, kiln versioned.Interface) (string, error) {
-	const ns, probe = "tenant-c", "leader-probe"
-	inst, err := kiln.GpuV1alpha1().Instances(ns).Create(ctx, &gpuv1.Instance{
-		ObjectMeta: metav1.ObjectMeta{Name: probe},
-		Spec: gpuv1.InstanceSpec{Type: "real", Image: images.WorkloadImage, Stopped: true,
-			Resources: gpuv1.InstanceResources{Accelerators: ptr.To[int32](1)},
-			Command:   []string{"/bin/sh", "-c", "sleep 1"}},
-	}, metav1.CreateOptions{})
-	if err != nil {
-		return "", err
-	}
-	defer kiln.GpuV1alpha1().Instances(ns).Delete(context.Background(), probe, metav1.DeleteOptions{})
-	observed := func(gen int64) wait.ConditionWithContextFunc {
-		return func(ctx context.Context) (bool, error) {
-			i, err := kiln.GpuV1alpha1().Instances(ns).Get(ctx, probe, metav1.GetOptions{})
-			return err == nil && i.Status.ObservedGeneration >= gen, nil
+	const ns = "tenant-c"
+	instances := kiln.GpuV1alpha1().Instances(ns)
+	// reported creates a stopped Instance and waits until a controller
+	// has written its status, which the server clears on create.
+	reported := func(name string, timeout time.Duration) error {
+		_, err := instances.Create(ctx, &gpuv1.Instance{
+			ObjectMeta: metav1.ObjectMeta{Name: name},
+			Spec: gpuv1.InstanceSpec{Type: "real", Image: images.WorkloadImage, Stopped: true,
+				Resources: gpuv1.InstanceResources{Accelerators: ptr.To[int32](1)}},
+		}, metav1.CreateOptions{})
+		if err != nil {
+			return err
 		}
+		err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+			i, err := instances.Get(ctx, name, metav1.GetOptions{})
+			return err == nil && i.Status.ObservedGeneration >= 1 && i.Status.Phase == gpuv1.InstanceStopped, nil
+		})
+		if err != nil {
+			i, _ := instances.Get(ctx, name, metav1.GetOptions{})
+			return fmt.Errorf("no controller reported %s (status %+v): %w", name, i.Status, err)
+		}
+		return nil
 	}
-	if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 2*time.Minute, true, observed(inst.Generation)); err != nil {
-		i, _ := kiln.GpuV1alpha1().Instances(ns).Get(ctx, probe, metav1.GetOptions{})
-		return "", fmt.Errorf("the leader never observed %s (generation %d, status %+v): %w", probe, inst.Generation, i.Status, err)
+	defer instances.Delete(context.Background(), "leader-probe", metav1.DeleteOptions{})
+	defer instances.Delete(context.Background(), "leader-probe-after", metav1.DeleteOptions{})
+	if err := reported("leader-probe", 2*time.Minute); err != nil {
+		return "", err
 	}
 	holder, err := admin.run("", "-n", kilnNamespace, "get", "lease", "kiln-controller", "-o", "jsonpath={.spec.holderIdentity}")
 	if err != nil {
 		return "", err
 	}
 	pod, _, _ := strings.Cut(holder, "_")
-	// The change is made once the old leader is gone, so that only the
-	// new one can observe it.
 	start := time.Now()
 	if _, err := admin.run("", "-n", kilnNamespace, "delete", "pod", pod, "--wait=true", "--timeout=2m"); err != nil {
 		return "", err
 	}
 	gone := time.Since(start)
-	inst, err = kiln.GpuV1alpha1().Instances(ns).Patch(ctx, probe, types.MergePatchType,
-		[]byte(`{"spec":{"command":["/bin/sh","-c","sleep 2"]}}`), metav1.PatchOptions{})
-	if err != nil {
-		return "", err
-	}
-	if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 3*time.Minute, true, observed(inst.Generation)); err != nil {
-		return "", fmt.Errorf("no replica observed %s after the leader %s was deleted: %w", probe, pod, err)
+	if err := reported("leader-probe-after", 3*time.Minute); err != nil {
+		return "", fmt.Errorf("after the leader %s was deleted: %w", pod, err)
 	}
 	first := time.Since(start)
 	now, err := admin.run("", "-n", kilnNamespace, "get", "lease", "kiln-controller", "-o", "jsonpath={.spec.holderIdentity}")
@@ -248,11 +251,11 @@ func deleteLeader(ctx context.Context, admin kubectlAs, kiln versioned.Interface
 		return "", err
 	}
 	if now == holder || now == "" {
-		return "", fmt.Errorf("the Lease is held by %q after %s, the leader, was deleted", now, holder)
+		return "", fmt.Errorf("the Lease is held by %q after %s, the leader, was deleted and an Instance was reported since", now, holder)
 	}
 	if _, err := admin.run("", "-n", kilnNamespace, "rollout", "status", "deployment/kiln-controller", "--timeout=3m"); err != nil {
 		return "", err
 	}
-	return fmt.Sprintf("leader %s deleted (gone after %s); %s leads, and reconciled a change made once the old leader was gone %s after the deletion",
+	return fmt.Sprintf("leader %s deleted (gone after %s); %s leads, and reported an Instance created once the old leader was gone %s after the deletion",
 		pod, gone.Round(100*time.Millisecond), now, first.Round(100*time.Millisecond)), nil
 }

@@ -101,8 +101,16 @@ func TestInstall(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
 	start := time.Now()
+	policy, err := writeAuditPolicy(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
 	cluster, err := localcluster.Start(ctx, localcluster.Options{
-		Dir:               dir,
+		Dir: dir,
+		// Who wrote a tenant's Pods and Claims, when and from which Pod's
+		// address: what an over-commit under load is read from.
+		APIServerFlags: []string{"--audit-policy-file=" + policy,
+			"--audit-log-path=" + filepath.Join(dir, "logs", "audit.log"), "--audit-log-maxbackup=1"},
 		BinDir:            binDir,
 		RepoRoot:          repoRoot,
 		Tenants:           []string{tenantA, "tenant-b", "tenant-c"},
@@ -386,6 +394,33 @@ func uninstall(t *testing.T, admin kubectlAs, layer string) {
 	if phase := admin.must("", "get", "pv", etcdVolume, "-o", "jsonpath={.status.phase}"); phase != "Released" {
 		t.Errorf("etcd's volume is %q after delete -k, want Released (kept, with its data)", phase)
 	}
+}
+
+// writeAuditPolicy writes the policy of the audit log: the writes to Pods
+// and Claims, and the reads of Claims, in the tenants' namespaces, at
+// Metadata level.
+func writeAuditPolicy(dir string) (string, error) {
+	const policy = `apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: [RequestReceived]
+rules:
+- level: Metadata
+  namespaces: [tenant-a, tenant-b, tenant-c]
+  verbs: [create, update, patch, delete, deletecollection]
+  resources:
+  - group: ""
+    resources: [pods]
+- level: Metadata
+  namespaces: [tenant-a, tenant-b, tenant-c]
+  verbs: [get, create, update, patch, delete, deletecollection]
+  resources:
+  - group: gpu.kiln.dev
+    resources: [claims, claims/status]
+- level: None
+`
+	// Beside dir, which the cluster's start empties.
+	file := dir + "-audit-policy.yaml"
+	return file, os.WriteFile(file, []byte(policy), 0o644)
 }
 
 // keepLogs writes the logs of Kiln's Pods to file: they go with real-0,
