@@ -2,6 +2,10 @@
 package storage
 
 import (
+	"context"
+
+	metainternalversion "k8s.io/apimachinery/pkg/apis/meta/internalversion"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apiserver/pkg/registry/generic"
 	genericregistry "k8s.io/apiserver/pkg/registry/generic/registry"
@@ -9,6 +13,7 @@ import (
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 
 	"kiln.dev/kiln/pkg/apis/gpu"
+	"kiln.dev/kiln/pkg/registry/gpu/finalized"
 	"kiln.dev/kiln/pkg/registry/gpu/instance"
 	"kiln.dev/kiln/pkg/registry/gpu/status"
 )
@@ -73,3 +78,14 @@ func (r *REST) ShortNames() []string { return []string{"inst"} }
 
 // Categories puts Instances in "kubectl get gpu".
 func (r *REST) Categories() []string { return []string{"gpu"} }
+
+// Delete deletes an Instance without losing the finalizer kiln-controller
+// may be adding at that moment (package finalized).
+func (r *REST) Delete(ctx context.Context, name string, validate rest.ValidateObjectFunc, options *metav1.DeleteOptions) (runtime.Object, bool, error) {
+	return finalized.Delete(ctx, r.Store, name, validate, options)
+}
+
+// DeleteCollection deletes Instances one by one through Delete.
+func (r *REST) DeleteCollection(ctx context.Context, validate rest.ValidateObjectFunc, options *metav1.DeleteOptions, listOptions *metainternalversion.ListOptions) (runtime.Object, error) {
+	return finalized.DeleteCollection(ctx, r.Store, validate, options, listOptions)
+}
