@@ -664,7 +664,7 @@ func TestTables(t *testing.T) {
 		cells   map[string]string // row name -> cells of the first columns joined by "|"
 	}{
 		{"/apis/gpu.kiln.dev/v1alpha1/namespaces/tables/instances",
-			"Name,Type,Accelerators,Phase,Node,Age,Ports,IP,Reason",
+			"Name,Type,Accelerators,Phase,Node,Age,Ports,IP,Reason,Idle",
 			map[string]string{"whole": "whole|h100|2", "slice": "slice|l4|25%", "mig": "mig|h100|1g.10gb"}},
 		{"/apis/gpu.kiln.dev/v1alpha1/instancetypes/tables-h100",
 			"Name,Model,Memory,Free,Phase,Age",

@@ -81,6 +81,15 @@ func TestWhy(t *testing.T) {
 			want: "instance/parked is stopped (spec.stopped is true; phase Stopped)\n" +
 				"  a start would be admitted (dry run): kubectl gpu start parked -n tenant-a --wait\n" +
 				"  instancetype/h100 (Active): 3 of 16 cards free on 2 nodes; partitions free: 1g.10gb 7 of 7, 3g.40gb 1 of 2\n"},
+		{name: "stopped for idleness", kiln: objs(instance("parked", stopped, func(i *v1alpha1.Instance) {
+			i.Status.Conditions = append(i.Status.Conditions, metav1.Condition{Type: v1alpha1.InstanceConditionIdleStopped, Status: metav1.ConditionTrue,
+				Reason: "IdleLimit", LastTransitionTime: metav1.NewTime(time.Date(2026, 12, 6, 10, 30, 0, 0, time.UTC)),
+				Message: "every device it held was idle since 2026-12-06T10:00:00Z (30m0s), past its idle limit of 30m0s (instancetype h100's spec.idle.stopAfter); start it again with kubectl gpu start parked"})
+		}), h100(3)), arg: "parked",
+			want: "instance/parked is stopped (spec.stopped is true; phase Stopped)\n" +
+				"  kiln-controller stopped it for idleness at 2026-12-06T10:30:00Z: every device it held was idle since 2026-12-06T10:00:00Z (30m0s), past its idle limit of 30m0s (instancetype h100's spec.idle.stopAfter); start it again with kubectl gpu start parked\n" +
+				"  a start would be admitted (dry run): kubectl gpu start parked -n tenant-a --wait\n" +
+				"  instancetype/h100 (Active): 3 of 16 cards free on 2 nodes; partitions free: 1g.10gb 7 of 7, 3g.40gb 1 of 2\n"},
 		{name: "a held type says so", kiln: objs(big, h100(3, func(t *v1alpha1.InstanceType) {
 			t.Spec.Hold, t.Status.Phase = v1alpha1.HoldNew, v1alpha1.InstanceTypeHeld
 		})), arg: "big",

@@ -105,7 +105,10 @@ func (p *Plugin) Validate(ctx context.Context, a admission.Attributes, _ admissi
 		req      accounting.Request
 		starting bool // a new Instance or Claim, or a stopped Instance started
 		checkReq bool // the request is new or changed
-		kind     string
+		// checkIdle: the Instance sets an idle limit, new or changed, or
+		// is started: the type's own may have been lowered since.
+		checkIdle bool
+		kind      string
 	)
 	inst, old, err := instancechange.Of(ctx, a, nil)
 	switch {
@@ -119,6 +122,8 @@ func (p *Plugin) Validate(ctx context.Context, a admission.Attributes, _ admissi
 			starting = old.Spec.Stopped && !inst.Spec.Stopped
 			checkReq = starting || !accounting.InstanceRequest(&old.Spec).Equal(req)
 		}
+		checkIdle = inst.Spec.IdleStopAfter != nil &&
+			(old == nil || starting || old.Spec.IdleStopAfter == nil || *old.Spec.IdleStopAfter != *inst.Spec.IdleStopAfter)
 	case a.GetSubresource() == "" && a.GetOperation() == admission.Create:
 		// A Claim's request cannot change after creation.
 		c, ok := a.GetObject().(*gpu.Claim)
@@ -129,7 +134,7 @@ func (p *Plugin) Validate(ctx context.Context, a admission.Attributes, _ admissi
 	default:
 		return nil
 	}
-	if !checkReq {
+	if !checkReq && !checkIdle {
 		return nil
 	}
 	if !p.WaitForReady() {
@@ -149,6 +154,14 @@ func (p *Plugin) Validate(ctx context.Context, a admission.Attributes, _ admissi
 		return apierrors.NewInvalid(gpu.Kind(kind), a.GetName(), field.ErrorList{
 			field.Invalid(typePath, typeName, "no such instancetype; `kubectl get instancetypes` lists the ones there are"),
 		})
+	}
+	if checkIdle {
+		if errs := checkIdleLimit(t, inst); len(errs) > 0 {
+			return apierrors.NewInvalid(gpu.Kind(kind), a.GetName(), errs)
+		}
+	}
+	if !checkReq {
+		return nil
 	}
 	// A running Instance that asks for another share is checked like a
 	// start: otherwise a type on hold, being deleted, or closed to the
@@ -221,6 +234,19 @@ func (p *Plugin) namespaceLabels(ctx context.Context, name string) (map[string]s
 		return nil, fmt.Errorf("reading namespace %q: %v", name, err)
 	}
 	return ns.Labels, nil
+}
+
+// checkIdleLimit refuses an idle limit longer than the type's: the
+// admin's limit is how long cards may sit idle, and a tenant may only ask
+// for less.
+func checkIdleLimit(t *v1alpha1.InstanceType, inst *gpu.Instance) field.ErrorList {
+	idle := t.Spec.Idle
+	if idle == nil || inst.Spec.IdleStopAfter.Duration <= idle.StopAfter.Duration {
+		return nil
+	}
+	return field.ErrorList{field.Invalid(field.NewPath("spec", "idleStopAfter"), inst.Spec.IdleStopAfter.Duration.String(),
+		fmt.Sprintf("may be at most %s, the idle limit of instancetype %q (its spec.idle.stopAfter); set a shorter one, or remove idleStopAfter to take the type's",
+			idle.StopAfter.Duration, t.Name))}
 }
 
 // checkMode refuses a request the type does not offer.

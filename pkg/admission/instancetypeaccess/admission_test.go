@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
@@ -62,6 +63,9 @@ func listedTypes() []runtime.Object {
 		}),
 		instanceType("cpu", func(s *v1alpha1.InstanceTypeSpec) { s.Accelerator = nil }),
 		instanceType("held", func(s *v1alpha1.InstanceTypeSpec) { s.Hold = v1alpha1.HoldNew }),
+		instanceType("idle-30m", func(s *v1alpha1.InstanceTypeSpec) {
+			s.Idle = &v1alpha1.IdlePolicy{StopAfter: metav1.Duration{Duration: 30 * time.Minute}}
+		}),
 		instanceType("draining", func(s *v1alpha1.InstanceTypeSpec) { s.Hold = v1alpha1.HoldDrain }),
 		deleting,
 		instanceType("gold", func(s *v1alpha1.InstanceTypeSpec) {
@@ -180,6 +184,10 @@ func image(name string) func(*gpu.Instance) {
 }
 
 func stopped(i *gpu.Instance) { i.Spec.Stopped = true }
+
+func idleStopAfter(d time.Duration) func(*gpu.Instance) {
+	return func(i *gpu.Instance) { i.Spec.IdleStopAfter = &metav1.Duration{Duration: d} }
+}
 
 func inNamespace(ns string) func(*gpu.Instance) {
 	return func(i *gpu.Instance) { i.Namespace = ns }
@@ -313,6 +321,25 @@ func TestValidateInstance(t *testing.T) {
 			wantCode: http.StatusForbidden,
 			wantErr:  forbidden + `reading namespace "ghost": namespaces "ghost" not found`},
 		{name: "cluster: no selector needs no namespace", cluster: true, obj: instance(inNamespace("ghost"))},
+
+		// The idle limit: a tenant may ask for a shorter one, never a longer.
+		{name: "a shorter idle limit", obj: instance(typeName("idle-30m"), idleStopAfter(10*time.Minute))},
+		{name: "the type's idle limit", obj: instance(typeName("idle-30m"), idleStopAfter(30*time.Minute))},
+		{name: "a longer idle limit", obj: instance(typeName("idle-30m"), idleStopAfter(2*time.Hour)),
+			wantCode: http.StatusUnprocessableEntity,
+			wantErr:  invalid + `spec.idleStopAfter: Invalid value: "2h0m0s": may be at most 30m0s, the idle limit of instancetype "idle-30m" (its spec.idle.stopAfter); set a shorter one, or remove idleStopAfter to take the type's`},
+		{name: "a longer idle limit on a running Instance", old: instance(typeName("idle-30m"), idleStopAfter(10*time.Minute)),
+			obj: instance(typeName("idle-30m"), idleStopAfter(31*time.Minute)), wantCode: http.StatusUnprocessableEntity,
+			wantErr: invalid + `spec.idleStopAfter: Invalid value: "31m0s": may be at most 30m0s, the idle limit of instancetype "idle-30m" (its spec.idle.stopAfter); set a shorter one, or remove idleStopAfter to take the type's`},
+		{name: "a longer idle limit on a stopped Instance", obj: instance(typeName("idle-30m"), stopped, idleStopAfter(time.Hour)),
+			wantCode: http.StatusUnprocessableEntity,
+			wantErr:  invalid + `spec.idleStopAfter: Invalid value: "1h0m0s": may be at most 30m0s, the idle limit of instancetype "idle-30m" (its spec.idle.stopAfter); set a shorter one, or remove idleStopAfter to take the type's`},
+		{name: "a start after the type's limit was lowered", stored: instance(typeName("idle-30m"), stopped, idleStopAfter(time.Hour)),
+			obj: instance(typeName("idle-30m"), idleStopAfter(time.Hour)), subresource: "start", wantCode: http.StatusUnprocessableEntity,
+			wantErr: invalid + `spec.idleStopAfter: Invalid value: "1h0m0s": may be at most 30m0s, the idle limit of instancetype "idle-30m" (its spec.idle.stopAfter); set a shorter one, or remove idleStopAfter to take the type's`},
+		{name: "an unchanged idle limit on a running Instance is not checked again", old: instance(typeName("idle-30m"), idleStopAfter(time.Hour)),
+			obj: instance(typeName("idle-30m"), idleStopAfter(time.Hour), image("other"))},
+		{name: "any idle limit on a type without one", obj: instance(idleStopAfter(100 * time.Hour))},
 
 		// Modes.
 		{name: "slice on a sliced type", obj: instance(typeName("sliced"), slice(25))},

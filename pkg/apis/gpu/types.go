@@ -59,6 +59,29 @@ type InstanceTypeSpec struct {
 	// leaves running Instances alone; "Drain" also stops running Instances.
 	// +optional
 	Hold HoldMode `json:"hold,omitempty"`
+	// idle stops this type's Instances whose accelerators sit idle. Absent:
+	// an Instance is stopped for idleness only if it sets
+	// spec.idleStopAfter itself.
+	// +optional
+	Idle *IdlePolicy `json:"idle,omitempty"`
+}
+
+// IdlePolicy is when kiln-controller stops an Instance whose devices do
+// nothing, as measured on the devices by the node agent.
+type IdlePolicy struct {
+	// stopAfter is how long every device of an Instance may stay idle
+	// before the Instance is stopped. An Instance may set a shorter
+	// spec.idleStopAfter, never a longer one.
+	StopAfter metav1.Duration `json:"stopAfter"`
+	// minRunTime is how long an Instance runs, from its Pod's start, before
+	// it may be stopped for idleness at all.
+	// +optional
+	MinRunTime *metav1.Duration `json:"minRunTime,omitempty"`
+	// activeThreshold is the utilization, in percent, above which a
+	// device counts as active. Absent: the node agent's own judgement
+	// (its --active-threshold) decides.
+	// +optional
+	ActiveThreshold *int32 `json:"activeThreshold,omitempty"`
 }
 
 // HoldMode says whether an InstanceType accepts new starts.
@@ -338,6 +361,11 @@ type InstanceSpec struct {
 	// instances/privileged.
 	// +optional
 	Privileged bool `json:"privileged,omitempty"`
+	// idleStopAfter stops the Instance once every device it holds has been
+	// idle this long. At most its type's spec.idle.stopAfter, which applies
+	// when this is absent.
+	// +optional
+	IdleStopAfter *metav1.Duration `json:"idleStopAfter,omitempty"`
 }
 
 // InstanceResources is what an Instance asks of its type.
@@ -505,6 +533,25 @@ type InstanceStatus struct {
 	// startTime is when the current Pod started.
 	// +optional
 	StartTime *metav1.Time `json:"startTime,omitempty"`
+	// activity is what the node agent reports of the devices the Instance's
+	// Pod holds.
+	// +optional
+	Activity *InstanceActivity `json:"activity,omitempty"`
+}
+
+// InstanceActivity sums up the use of an Instance's devices.
+type InstanceActivity struct {
+	// lastActiveTime is the last time any of its devices was active, or
+	// its Pod's start if none has been since.
+	// +optional
+	LastActiveTime *metav1.Time `json:"lastActiveTime,omitempty"`
+	// utilization is the highest recent utilization of its devices, in
+	// percent.
+	// +optional
+	Utilization *int32 `json:"utilization,omitempty"`
+	// memoryUsed is the device memory in use, over all its devices.
+	// +optional
+	MemoryUsed *resource.Quantity `json:"memoryUsed,omitempty"`
 }
 
 // InstancePortStatus is a published port.

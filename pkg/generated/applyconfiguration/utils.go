@@ -56,8 +56,12 @@ func ForKind(kind schema.GroupVersionKind) interface{} {
 		return &gpuv1alpha1.ExclusiveSharingApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("HostResources"):
 		return &gpuv1alpha1.HostResourcesApplyConfiguration{}
+	case v1alpha1.SchemeGroupVersion.WithKind("IdlePolicy"):
+		return &gpuv1alpha1.IdlePolicyApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("Instance"):
 		return &gpuv1alpha1.InstanceApplyConfiguration{}
+	case v1alpha1.SchemeGroupVersion.WithKind("InstanceActivity"):
+		return &gpuv1alpha1.InstanceActivityApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("InstancePort"):
 		return &gpuv1alpha1.InstancePortApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("InstancePortStatus"):

@@ -349,7 +349,9 @@ func GetOpenAPIDefinitions(ref common.ReferenceCallback) map[string]common.OpenA
 		v1alpha1.DeviceHolder{}.OpenAPIModelName():                 schema_pkg_apis_gpu_v1alpha1_DeviceHolder(ref),
 		v1alpha1.ExclusiveSharing{}.OpenAPIModelName():             schema_pkg_apis_gpu_v1alpha1_ExclusiveSharing(ref),
 		v1alpha1.HostResources{}.OpenAPIModelName():                schema_pkg_apis_gpu_v1alpha1_HostResources(ref),
+		v1alpha1.IdlePolicy{}.OpenAPIModelName():                   schema_pkg_apis_gpu_v1alpha1_IdlePolicy(ref),
 		v1alpha1.Instance{}.OpenAPIModelName():                     schema_pkg_apis_gpu_v1alpha1_Instance(ref),
+		v1alpha1.InstanceActivity{}.OpenAPIModelName():             schema_pkg_apis_gpu_v1alpha1_InstanceActivity(ref),
 		v1alpha1.InstanceList{}.OpenAPIModelName():                 schema_pkg_apis_gpu_v1alpha1_InstanceList(ref),
 		v1alpha1.InstanceLogOptions{}.OpenAPIModelName():           schema_pkg_apis_gpu_v1alpha1_InstanceLogOptions(ref),
 		v1alpha1.InstancePort{}.OpenAPIModelName():                 schema_pkg_apis_gpu_v1alpha1_InstancePort(ref),
@@ -18130,6 +18132,41 @@ func schema_pkg_apis_gpu_v1alpha1_HostResources(ref common.ReferenceCallback) co
 	}
 }
 
+func schema_pkg_apis_gpu_v1alpha1_IdlePolicy(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "IdlePolicy is when kiln-controller stops an Instance whose devices do nothing, as measured on the devices by the node agent.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"stopAfter": {
+						SchemaProps: spec.SchemaProps{
+							Description: "stopAfter is how long every device of an Instance may stay idle before the Instance is stopped. An Instance may set a shorter spec.idleStopAfter, never a longer one.",
+							Ref:         ref(metav1.Duration{}.OpenAPIModelName()),
+						},
+					},
+					"minRunTime": {
+						SchemaProps: spec.SchemaProps{
+							Description: "minRunTime is how long an Instance runs, from its Pod's start, before it may be stopped for idleness at all.",
+							Ref:         ref(metav1.Duration{}.OpenAPIModelName()),
+						},
+					},
+					"activeThreshold": {
+						SchemaProps: spec.SchemaProps{
+							Description: "activeThreshold is the utilization, in percent, above which a device counts as active. Absent: the node agent's own judgement (its --active-threshold) decides.",
+							Type:        []string{"integer"},
+							Format:      "int32",
+						},
+					},
+				},
+				Required: []string{"stopAfter"},
+			},
+		},
+		Dependencies: []string{
+			metav1.Duration{}.OpenAPIModelName()},
+	}
+}
+
 func schema_pkg_apis_gpu_v1alpha1_Instance(ref common.ReferenceCallback) common.OpenAPIDefinition {
 	return common.OpenAPIDefinition{
 		Schema: spec.Schema{
@@ -18177,6 +18214,40 @@ func schema_pkg_apis_gpu_v1alpha1_Instance(ref common.ReferenceCallback) common.
 		},
 		Dependencies: []string{
 			metav1.ObjectMeta{}.OpenAPIModelName(), v1alpha1.InstanceSpec{}.OpenAPIModelName(), v1alpha1.InstanceStatus{}.OpenAPIModelName()},
+	}
+}
+
+func schema_pkg_apis_gpu_v1alpha1_InstanceActivity(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "InstanceActivity sums up the use of an Instance's devices.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"lastActiveTime": {
+						SchemaProps: spec.SchemaProps{
+							Description: "lastActiveTime is the last time any of its devices was active, or its Pod's start if none has been since.",
+							Ref:         ref(metav1.Time{}.OpenAPIModelName()),
+						},
+					},
+					"utilization": {
+						SchemaProps: spec.SchemaProps{
+							Description: "utilization is the highest recent utilization of its devices, in percent.",
+							Type:        []string{"integer"},
+							Format:      "int32",
+						},
+					},
+					"memoryUsed": {
+						SchemaProps: spec.SchemaProps{
+							Description: "memoryUsed is the device memory in use, over all its devices.",
+							Ref:         ref(resource.Quantity{}.OpenAPIModelName()),
+						},
+					},
+				},
+			},
+		},
+		Dependencies: []string{
+			resource.Quantity{}.OpenAPIModelName(), metav1.Time{}.OpenAPIModelName()},
 	}
 }
 
@@ -18642,12 +18713,18 @@ func schema_pkg_apis_gpu_v1alpha1_InstanceSpec(ref common.ReferenceCallback) com
 							Format:      "",
 						},
 					},
+					"idleStopAfter": {
+						SchemaProps: spec.SchemaProps{
+							Description: "idleStopAfter stops the Instance once every device it holds has been idle this long. At most its type's spec.idle.stopAfter, which applies when this is absent.",
+							Ref:         ref(metav1.Duration{}.OpenAPIModelName()),
+						},
+					},
 				},
 				Required: []string{"type", "image"},
 			},
 		},
 		Dependencies: []string{
-			v1.EnvVar{}.OpenAPIModelName(), v1.LocalObjectReference{}.OpenAPIModelName(), v1alpha1.InstancePort{}.OpenAPIModelName(), v1alpha1.InstanceResources{}.OpenAPIModelName(), v1alpha1.InstanceVolume{}.OpenAPIModelName(), v1alpha1.SSHSpec{}.OpenAPIModelName(), v1alpha1.Workspace{}.OpenAPIModelName()},
+			v1.EnvVar{}.OpenAPIModelName(), v1.LocalObjectReference{}.OpenAPIModelName(), metav1.Duration{}.OpenAPIModelName(), v1alpha1.InstancePort{}.OpenAPIModelName(), v1alpha1.InstanceResources{}.OpenAPIModelName(), v1alpha1.InstanceVolume{}.OpenAPIModelName(), v1alpha1.SSHSpec{}.OpenAPIModelName(), v1alpha1.Workspace{}.OpenAPIModelName()},
 	}
 }
 
@@ -18791,11 +18868,17 @@ func schema_pkg_apis_gpu_v1alpha1_InstanceStatus(ref common.ReferenceCallback) c
 							Ref:         ref(metav1.Time{}.OpenAPIModelName()),
 						},
 					},
+					"activity": {
+						SchemaProps: spec.SchemaProps{
+							Description: "activity is what the node agent reports of the devices the Instance's Pod holds.",
+							Ref:         ref(v1alpha1.InstanceActivity{}.OpenAPIModelName()),
+						},
+					},
 				},
 			},
 		},
 		Dependencies: []string{
-			metav1.Condition{}.OpenAPIModelName(), metav1.Time{}.OpenAPIModelName(), v1alpha1.DeviceAllocation{}.OpenAPIModelName(), v1alpha1.InstancePortStatus{}.OpenAPIModelName()},
+			metav1.Condition{}.OpenAPIModelName(), metav1.Time{}.OpenAPIModelName(), v1alpha1.DeviceAllocation{}.OpenAPIModelName(), v1alpha1.InstanceActivity{}.OpenAPIModelName(), v1alpha1.InstancePortStatus{}.OpenAPIModelName()},
 	}
 }
 
@@ -19037,11 +19120,17 @@ func schema_pkg_apis_gpu_v1alpha1_InstanceTypeSpec(ref common.ReferenceCallback)
 							Enum:        []interface{}{"", "Drain", "Hold"},
 						},
 					},
+					"idle": {
+						SchemaProps: spec.SchemaProps{
+							Description: "idle stops this type's Instances whose accelerators sit idle. Absent: an Instance is stopped for idleness only if it sets spec.idleStopAfter itself.",
+							Ref:         ref(v1alpha1.IdlePolicy{}.OpenAPIModelName()),
+						},
+					},
 				},
 			},
 		},
 		Dependencies: []string{
-			v1.Toleration{}.OpenAPIModelName(), metav1.LabelSelector{}.OpenAPIModelName(), v1alpha1.Accelerator{}.OpenAPIModelName(), v1alpha1.HostResources{}.OpenAPIModelName()},
+			v1.Toleration{}.OpenAPIModelName(), metav1.LabelSelector{}.OpenAPIModelName(), v1alpha1.Accelerator{}.OpenAPIModelName(), v1alpha1.HostResources{}.OpenAPIModelName(), v1alpha1.IdlePolicy{}.OpenAPIModelName()},
 	}
 }
 

@@ -69,6 +69,13 @@ type observed struct {
 	// sliceIsolation is what enforces the type's slices, "" when the type
 	// is not known or has none.
 	sliceIsolation v1alpha1.SliceIsolation
+	// activity sums up the use of the running Pod's devices; nil when
+	// there is none to report.
+	activity *v1alpha1.InstanceActivity
+	// idleStopped is why this sync stopped the Instance for idleness, and
+	// idleStoppedAt when; "" when it did not.
+	idleStopped   string
+	idleStoppedAt metav1.Time
 }
 
 type problem struct {
@@ -106,6 +113,17 @@ func computeStatus(o observed) v1alpha1.InstanceStatus {
 	}
 	if o.node != nil {
 		st.HostIPs = hostIPs(o.node)
+	}
+	if !inst.Spec.Stopped {
+		st.Activity = o.activity
+	}
+	switch {
+	case o.idleStopped != "":
+		meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: v1alpha1.InstanceConditionIdleStopped, Status: metav1.ConditionTrue,
+			Reason: ReasonIdleLimit, Message: o.idleStopped, ObservedGeneration: inst.Generation, LastTransitionTime: o.idleStoppedAt})
+	case !inst.Spec.Stopped:
+		// Started again: the stop is history, in the Events.
+		meta.RemoveStatusCondition(&st.Conditions, v1alpha1.InstanceConditionIdleStopped)
 	}
 
 	ready := metav1.ConditionFalse

@@ -81,6 +81,11 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) (time.Durat
 		}
 		o.inst = inst
 	}
+	idleAfter, err := c.observeIdle(ctx, &o, t)
+	if err != nil {
+		return 0, err
+	}
+	inst = o.inst
 	if t != nil && t.Spec.Accelerator != nil && t.Spec.Accelerator.Sliced != nil {
 		o.sliceIsolation = t.Spec.Accelerator.Sliced.Isolation
 	}
@@ -107,6 +112,7 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) (time.Durat
 	if err != nil {
 		return 0, err
 	}
+	after = minRequeue(after, idleAfter)
 	if err := c.observeNode(&o); err != nil {
 		return 0, err
 	}
@@ -400,6 +406,41 @@ func serviceUpToDate(have, want *corev1.Service) bool {
 		}
 	}
 	return true
+}
+
+// observeIdle sums up the use of a running Instance's devices, and stops
+// the Instance when they have sat idle past its limit. It says when to
+// look again: when the limit would be reached, if nothing wakes the
+// Instance before (its node's NodeDevices does).
+func (c *Controller) observeIdle(ctx context.Context, o *observed, t *v1alpha1.InstanceType) (time.Duration, error) {
+	pod := o.pod
+	if o.inst.Spec.Stopped || pod == nil || pod.DeletionTimestamp != nil || pod.Spec.NodeName == "" {
+		return 0, nil
+	}
+	nd, err := c.devices.Get(pod.Spec.NodeName)
+	if apierrors.IsNotFound(err) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	var threshold *int32
+	if t != nil && t.Spec.Idle != nil {
+		threshold = t.Spec.Idle.ActiveThreshold
+	}
+	now := c.now()
+	act := observeActivity(o.inst.Status.Activity, pod, nd, threshold, now)
+	o.activity = act.status
+	due, after := idleVerdict(o.inst, t, pod, act, now)
+	if !due {
+		return after, nil
+	}
+	inst, msg, err := c.idleStop(ctx, o.inst, t, act)
+	if err != nil {
+		return 0, err
+	}
+	o.inst, o.idleStopped, o.idleStoppedAt = inst, msg, metav1.NewTime(now)
+	return 0, nil
 }
 
 // drain stops an Instance whose type is draining or being deleted.

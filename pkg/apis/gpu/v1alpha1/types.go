@@ -61,6 +61,29 @@ type InstanceTypeSpec struct {
 	// leaves running Instances alone; "Drain" also stops running Instances.
 	// +optional
 	Hold HoldMode `json:"hold,omitempty" protobuf:"bytes,8,opt,name=hold,casttype=HoldMode"`
+	// idle stops this type's Instances whose accelerators sit idle. Absent:
+	// an Instance is stopped for idleness only if it sets
+	// spec.idleStopAfter itself.
+	// +optional
+	Idle *IdlePolicy `json:"idle,omitempty" protobuf:"bytes,9,opt,name=idle"`
+}
+
+// IdlePolicy is when kiln-controller stops an Instance whose devices do
+// nothing, as measured on the devices by the node agent.
+type IdlePolicy struct {
+	// stopAfter is how long every device of an Instance may stay idle
+	// before the Instance is stopped. An Instance may set a shorter
+	// spec.idleStopAfter, never a longer one.
+	StopAfter metav1.Duration `json:"stopAfter" protobuf:"bytes,1,opt,name=stopAfter"`
+	// minRunTime is how long an Instance runs, from its Pod's start, before
+	// it may be stopped for idleness at all.
+	// +optional
+	MinRunTime *metav1.Duration `json:"minRunTime,omitempty" protobuf:"bytes,2,opt,name=minRunTime"`
+	// activeThreshold is the utilization, in percent, above which a
+	// device counts as active. Absent: the node agent's own judgement
+	// (its --active-threshold) decides.
+	// +optional
+	ActiveThreshold *int32 `json:"activeThreshold,omitempty" protobuf:"varint,3,opt,name=activeThreshold"`
 }
 
 // HoldMode says whether an InstanceType accepts new starts.
@@ -346,6 +369,11 @@ type InstanceSpec struct {
 	// instances/privileged.
 	// +optional
 	Privileged bool `json:"privileged,omitempty" protobuf:"varint,16,opt,name=privileged"`
+	// idleStopAfter stops the Instance once every device it holds has been
+	// idle this long. At most its type's spec.idle.stopAfter, which applies
+	// when this is absent.
+	// +optional
+	IdleStopAfter *metav1.Duration `json:"idleStopAfter,omitempty" protobuf:"bytes,17,opt,name=idleStopAfter"`
 }
 
 // InstanceResources is what an Instance asks of its type.
@@ -462,6 +490,11 @@ const InstanceConditionDeviceHealthy = "DeviceHealthy"
 // its Pod got exactly the devices the Claim holds.
 const InstanceConditionClaimDevices = "ClaimDevices"
 
+// InstanceConditionIdleStopped is true on an Instance kiln-controller
+// stopped because its devices sat idle past its idle limit; it says since
+// when, and goes at the next start.
+const InstanceConditionIdleStopped = "IdleStopped"
+
 // The containers of an Instance's Pod, as instances/log?container= names
 // them: the one running spec.image, and the SSH sidecar of spec.ssh.
 const (
@@ -508,6 +541,25 @@ type InstanceStatus struct {
 	// startTime is when the current Pod started.
 	// +optional
 	StartTime *metav1.Time `json:"startTime,omitempty" protobuf:"bytes,10,opt,name=startTime"`
+	// activity is what the node agent reports of the devices the Instance's
+	// Pod holds.
+	// +optional
+	Activity *InstanceActivity `json:"activity,omitempty" protobuf:"bytes,11,opt,name=activity"`
+}
+
+// InstanceActivity sums up the use of an Instance's devices.
+type InstanceActivity struct {
+	// lastActiveTime is the last time any of its devices was active, or
+	// its Pod's start if none has been since.
+	// +optional
+	LastActiveTime *metav1.Time `json:"lastActiveTime,omitempty" protobuf:"bytes,1,opt,name=lastActiveTime"`
+	// utilization is the highest recent utilization of its devices, in
+	// percent.
+	// +optional
+	Utilization *int32 `json:"utilization,omitempty" protobuf:"varint,2,opt,name=utilization"`
+	// memoryUsed is the device memory in use, over all its devices.
+	// +optional
+	MemoryUsed *resource.Quantity `json:"memoryUsed,omitempty" protobuf:"bytes,3,opt,name=memoryUsed"`
 }
 
 // InstancePortStatus is a published port.

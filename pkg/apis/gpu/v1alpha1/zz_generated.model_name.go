@@ -92,8 +92,18 @@ func (in HostResources) OpenAPIModelName() string {
 }
 
 // OpenAPIModelName returns the OpenAPI model name for this type.
+func (in IdlePolicy) OpenAPIModelName() string {
+	return "dev.kiln.gpu.v1alpha1.IdlePolicy"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
 func (in Instance) OpenAPIModelName() string {
 	return "dev.kiln.gpu.v1alpha1.Instance"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
+func (in InstanceActivity) OpenAPIModelName() string {
+	return "dev.kiln.gpu.v1alpha1.InstanceActivity"
 }
 
 // OpenAPIModelName returns the OpenAPI model name for this type.

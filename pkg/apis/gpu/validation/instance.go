@@ -140,6 +140,10 @@ func validateInstanceSpec(spec *gpu.InstanceSpec, keptEnv []corev1.EnvVar, fldPa
 			allErrs = append(allErrs, field.Invalid(fldPath.Child("claimName"), spec.ClaimName, msg))
 		}
 	}
+	if spec.IdleStopAfter != nil && spec.IdleStopAfter.Duration <= 0 {
+		allErrs = append(allErrs, field.Invalid(fldPath.Child("idleStopAfter"), spec.IdleStopAfter.Duration.String(),
+			"must be greater than 0, e.g. 30m; remove idleStopAfter to take the InstanceType's idle limit"))
+	}
 	if spec.ClaimName != "" && spec.NodeName != "" {
 		allErrs = append(allErrs, field.Forbidden(fldPath.Child("nodeName"),
 			"an Instance on a Claim runs on the Claim's node; pin the Claim with its spec.nodeName instead, or remove spec.claimName"))
@@ -538,6 +542,14 @@ func validateInstanceStatus(status *gpu.InstanceStatus, fldPath *field.Path) fie
 		allErrs = append(allErrs, validateOptionalEnum(p.Protocol, supportedProtocols, idxPath.Child("protocol"))...)
 	}
 
+	if a := status.Activity; a != nil {
+		if u := a.Utilization; u != nil && (*u < 0 || *u > 100) {
+			allErrs = append(allErrs, field.Invalid(fldPath.Child("activity", "utilization"), *u, "must be a percentage, 0 to 100"))
+		}
+		if m := a.MemoryUsed; m != nil {
+			allErrs = append(allErrs, validateNonnegativeQuantity(*m, fldPath.Child("activity", "memoryUsed"))...)
+		}
+	}
 	for i, a := range status.Allocations {
 		idxPath := fldPath.Child("allocations").Index(i)
 		if a.Device == "" {

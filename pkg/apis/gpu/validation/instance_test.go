@@ -4,8 +4,10 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/utils/ptr"
@@ -129,6 +131,11 @@ func TestValidateInstance(t *testing.T) {
 		}},
 		{name: "claimName", mutate: func(o *gpu.Instance) { o.Spec.ClaimName, o.Spec.NodeName = "four-h100s", "" }},
 		{name: "no workspace", mutate: func(o *gpu.Instance) { o.Spec.Workspace = nil }},
+		{name: "idleStopAfter", mutate: func(o *gpu.Instance) { o.Spec.IdleStopAfter = &metav1.Duration{Duration: time.Minute} }},
+		{name: "idleStopAfter zero", mutate: func(o *gpu.Instance) { o.Spec.IdleStopAfter = &metav1.Duration{} },
+			want: field.ErrorList{{Type: field.ErrorTypeInvalid, Field: "spec.idleStopAfter"}}},
+		{name: "idleStopAfter negative", mutate: func(o *gpu.Instance) { o.Spec.IdleStopAfter = &metav1.Duration{Duration: -time.Second} },
+			want: field.ErrorList{{Type: field.ErrorTypeInvalid, Field: "spec.idleStopAfter"}}},
 
 		// Metadata.
 		{name: "namespace missing", mutate: func(o *gpu.Instance) { o.Namespace = "" },
@@ -549,6 +556,14 @@ func TestValidateInstanceStatusUpdate(t *testing.T) {
 		{name: "non-canonical IPv6 from the node", mutate: func(o *gpu.Instance) { o.Status.HostIPs = []string{"2001:DB8:0:0::1"} }},
 		{name: "spec is not checked here", mutate: func(o *gpu.Instance) { o.Spec.Resources = gpu.InstanceResources{} }},
 
+		{name: "activity", mutate: func(o *gpu.Instance) {
+			o.Status.Activity = &gpu.InstanceActivity{LastActiveTime: &metav1.Time{}, Utilization: ptr.To[int32](100), MemoryUsed: ptr.To(resource.MustParse("3Gi"))}
+		}},
+		{name: "activity utilization over 100", mutate: func(o *gpu.Instance) { o.Status.Activity = &gpu.InstanceActivity{Utilization: ptr.To[int32](101)} },
+			want: field.ErrorList{{Type: field.ErrorTypeInvalid, Field: "status.activity.utilization"}}},
+		{name: "activity memory negative", mutate: func(o *gpu.Instance) {
+			o.Status.Activity = &gpu.InstanceActivity{MemoryUsed: ptr.To(resource.MustParse("-1"))}
+		}, want: field.ErrorList{{Type: field.ErrorTypeInvalid, Field: "status.activity.memoryUsed"}}},
 		{name: "phase unknown", mutate: func(o *gpu.Instance) { o.Status.Phase = "Running" },
 			want: field.ErrorList{{Type: field.ErrorTypeNotSupported, Field: "status.phase"}}},
 		{name: "condition without status", mutate: func(o *gpu.Instance) { o.Status.Conditions[0].Status = "" },

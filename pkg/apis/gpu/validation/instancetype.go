@@ -72,6 +72,24 @@ func validateInstanceTypeSpec(spec *gpu.InstanceTypeSpec, fldPath *field.Path) f
 	allErrs = append(allErrs, metav1validation.ValidateLabelSelector(spec.NamespaceSelector,
 		metav1validation.LabelSelectorValidationOptions{}, fldPath.Child("namespaceSelector"))...)
 	allErrs = append(allErrs, validateOptionalEnum(spec.Hold, supportedHoldModes, fldPath.Child("hold"))...)
+	if spec.Idle != nil {
+		allErrs = append(allErrs, validateIdlePolicy(spec.Idle, fldPath.Child("idle"))...)
+	}
+	return allErrs
+}
+
+func validateIdlePolicy(p *gpu.IdlePolicy, fldPath *field.Path) field.ErrorList {
+	var allErrs field.ErrorList
+	if p.StopAfter.Duration <= 0 {
+		allErrs = append(allErrs, field.Invalid(fldPath.Child("stopAfter"), p.StopAfter.Duration.String(),
+			"must be greater than 0, e.g. 30m; remove idle to stop no Instance of this type for idleness"))
+	}
+	if p.MinRunTime != nil && p.MinRunTime.Duration < 0 {
+		allErrs = append(allErrs, field.Invalid(fldPath.Child("minRunTime"), p.MinRunTime.Duration.String(), "must not be negative"))
+	}
+	if t := p.ActiveThreshold; t != nil && (*t < 0 || *t > 100) {
+		allErrs = append(allErrs, field.Invalid(fldPath.Child("activeThreshold"), *t, "must be a percentage, 0 to 100"))
+	}
 	return allErrs
 }
 

@@ -3,6 +3,7 @@ package validation
 import (
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -118,6 +119,9 @@ func TestValidateInstanceType(t *testing.T) {
 		}},
 		{name: "hold", mutate: func(o *gpu.InstanceType) { o.Spec.Hold = gpu.HoldNew }},
 		{name: "drain", mutate: func(o *gpu.InstanceType) { o.Spec.Hold = gpu.HoldDrain }},
+		{name: "idle policy", mutate: func(o *gpu.InstanceType) {
+			o.Spec.Idle = &gpu.IdlePolicy{StopAfter: metav1.Duration{Duration: time.Hour}, MinRunTime: &metav1.Duration{}, ActiveThreshold: ptr.To[int32](0)}
+		}},
 		{name: "tolerate everything", mutate: func(o *gpu.InstanceType) {
 			o.Spec.Tolerations = []corev1.Toleration{{Operator: corev1.TolerationOpExists}}
 		}},
@@ -284,6 +288,14 @@ func TestValidateInstanceType(t *testing.T) {
 		}, want: field.ErrorList{{Type: field.ErrorTypeRequired, Field: "spec.namespaceSelector.matchExpressions[0].values"}}},
 		{name: "hold unknown", mutate: func(o *gpu.InstanceType) { o.Spec.Hold = "Pause" },
 			want: field.ErrorList{{Type: field.ErrorTypeNotSupported, Field: "spec.hold"}}},
+		{name: "idle policy without stopAfter", mutate: func(o *gpu.InstanceType) { o.Spec.Idle = &gpu.IdlePolicy{} },
+			want: field.ErrorList{{Type: field.ErrorTypeInvalid, Field: "spec.idle.stopAfter"}}},
+		{name: "idle policy out of range", mutate: func(o *gpu.InstanceType) {
+			o.Spec.Idle = &gpu.IdlePolicy{StopAfter: metav1.Duration{Duration: time.Hour}, MinRunTime: &metav1.Duration{Duration: -time.Minute}, ActiveThreshold: ptr.To[int32](101)}
+		}, want: field.ErrorList{
+			{Type: field.ErrorTypeInvalid, Field: "spec.idle.minRunTime"},
+			{Type: field.ErrorTypeInvalid, Field: "spec.idle.activeThreshold"},
+		}},
 
 		{name: "several errors at once", mutate: func(o *gpu.InstanceType) {
 			o.Spec.Accelerator.Vendor = ""

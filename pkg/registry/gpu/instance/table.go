@@ -25,6 +25,7 @@ var TableConvertor = table.Convertor{
 		{Name: "Ports", Type: "string", Priority: 1, Description: "Ports and the node ports they are published on."},
 		{Name: "IP", Type: "string", Priority: 1, Description: "The Pod IP of the Instance."},
 		{Name: "Reason", Type: "string", Priority: 1, Description: "Why the Instance is not Ready, or why a Ready one is degraded: the reason of its Ready or DeviceHealthy condition."},
+		{Name: "Idle", Type: "string", Priority: 1, Description: "How long since any of its devices was last seen active (status.activity.lastActiveTime, to the minute while one is busy); none while it runs no Pod or its node reports no usage."},
 	},
 	Row: func(obj runtime.Object) ([]interface{}, error) {
 		inst, ok := obj.(*gpu.Instance)
@@ -45,6 +46,7 @@ var TableConvertor = table.Convertor{
 			ports(inst),
 			ip,
 			table.OrNone(reason(inst)),
+			idle(inst),
 		}, nil
 	},
 }
@@ -60,6 +62,15 @@ func reason(inst *gpu.Instance) string {
 		return c.Reason
 	}
 	return ""
+}
+
+// idle is how long the Instance's devices have been idle.
+func idle(inst *gpu.Instance) string {
+	a := inst.Status.Activity
+	if inst.Spec.Stopped || a == nil || a.LastActiveTime == nil {
+		return table.None
+	}
+	return table.Age(*a.LastActiveTime)
 }
 
 // Share renders what an Instance asks of its type: "2", "25%", "1g.10gb".

@@ -3,6 +3,7 @@ package table_test
 import (
 	"context"
 	"testing"
+	"time"
 
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -122,12 +123,47 @@ func TestInstanceReason(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			last := len(tbl.ColumnDefinitions) - 1
-			if name := tbl.ColumnDefinitions[last].Name; name != "Reason" {
-				t.Fatalf("last column is %s, want Reason", name)
-			}
-			if got := tbl.Rows[0].Cells[last]; got != tc.want {
+			if got := cell(t, tbl, "Reason"); got != tc.want {
 				t.Errorf("Reason = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+// cell is the first row's cell of the named column.
+func cell(t *testing.T, tbl *metav1.Table, column string) any {
+	t.Helper()
+	for i, c := range tbl.ColumnDefinitions {
+		if c.Name == column {
+			return tbl.Rows[0].Cells[i]
+		}
+	}
+	t.Fatalf("no column %s", column)
+	return nil
+}
+
+// TestInstanceIdle checks the wide IDLE column: how long since the
+// Instance's devices were last active, while it runs.
+func TestInstanceIdle(t *testing.T) {
+	active := metav1.NewTime(time.Now().Add(-90 * time.Minute))
+	for _, tc := range []struct {
+		name string
+		spec gpu.InstanceSpec
+		act  *gpu.InstanceActivity
+		want string
+	}{
+		{name: "idle for 90 minutes", act: &gpu.InstanceActivity{LastActiveTime: &active}, want: "90m"},
+		{name: "no report", want: "<none>"},
+		{name: "stopped", spec: gpu.InstanceSpec{Stopped: true}, act: &gpu.InstanceActivity{LastActiveTime: &active}, want: "<none>"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			inst := &gpu.Instance{ObjectMeta: metav1.ObjectMeta{Name: "x"}, Spec: tc.spec, Status: gpu.InstanceStatus{Activity: tc.act}}
+			tbl, err := instance.TableConvertor.ConvertToTable(context.Background(), inst, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := cell(t, tbl, "Idle"); got != tc.want {
+				t.Errorf("Idle = %v, want %v", got, tc.want)
 			}
 		})
 	}

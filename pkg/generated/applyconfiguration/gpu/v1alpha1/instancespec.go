@@ -20,6 +20,7 @@ package v1alpha1
 
 import (
 	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	corev1 "k8s.io/client-go/applyconfigurations/core/v1"
 )
 
@@ -76,6 +77,10 @@ type InstanceSpecApplyConfiguration struct {
 	// privileged runs the container privileged. Needs the "use" verb on
 	// instances/privileged.
 	Privileged *bool `json:"privileged,omitempty"`
+	// idleStopAfter stops the Instance once every device it holds has been
+	// idle this long. At most its type's spec.idle.stopAfter, which applies
+	// when this is absent.
+	IdleStopAfter *metav1.Duration `json:"idleStopAfter,omitempty"`
 }
 
 // InstanceSpecApplyConfiguration constructs a declarative configuration of the InstanceSpec type for use with
@@ -233,5 +238,13 @@ func (b *InstanceSpecApplyConfiguration) WithStopped(value bool) *InstanceSpecAp
 // If called multiple times, the Privileged field is set to the value of the last call.
 func (b *InstanceSpecApplyConfiguration) WithPrivileged(value bool) *InstanceSpecApplyConfiguration {
 	b.Privileged = &value
+	return b
+}
+
+// WithIdleStopAfter sets the IdleStopAfter field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the IdleStopAfter field is set to the value of the last call.
+func (b *InstanceSpecApplyConfiguration) WithIdleStopAfter(value metav1.Duration) *InstanceSpecApplyConfiguration {
+	b.IdleStopAfter = &value
 	return b
 }

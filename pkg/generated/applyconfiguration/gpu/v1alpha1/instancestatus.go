@@ -49,6 +49,9 @@ type InstanceStatusApplyConfiguration struct {
 	Allocations []DeviceAllocationApplyConfiguration `json:"allocations,omitempty"`
 	// startTime is when the current Pod started.
 	StartTime *metav1.Time `json:"startTime,omitempty"`
+	// activity is what the node agent reports of the devices the Instance's
+	// Pod holds.
+	Activity *InstanceActivityApplyConfiguration `json:"activity,omitempty"`
 }
 
 // InstanceStatusApplyConfiguration constructs a declarative configuration of the InstanceStatus type for use with
@@ -153,5 +156,13 @@ func (b *InstanceStatusApplyConfiguration) WithAllocations(values ...*DeviceAllo
 // If called multiple times, the StartTime field is set to the value of the last call.
 func (b *InstanceStatusApplyConfiguration) WithStartTime(value metav1.Time) *InstanceStatusApplyConfiguration {
 	b.StartTime = &value
+	return b
+}
+
+// WithActivity sets the Activity field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Activity field is set to the value of the last call.
+func (b *InstanceStatusApplyConfiguration) WithActivity(value *InstanceActivityApplyConfiguration) *InstanceStatusApplyConfiguration {
+	b.Activity = value
 	return b
 }

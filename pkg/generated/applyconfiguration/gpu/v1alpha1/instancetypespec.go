@@ -51,6 +51,10 @@ type InstanceTypeSpecApplyConfiguration struct {
 	// hold pauses the type: "" keeps it open; "Hold" refuses new starts but
 	// leaves running Instances alone; "Drain" also stops running Instances.
 	Hold *gpuv1alpha1.HoldMode `json:"hold,omitempty"`
+	// idle stops this type's Instances whose accelerators sit idle. Absent:
+	// an Instance is stopped for idleness only if it sets
+	// spec.idleStopAfter itself.
+	Idle *IdlePolicyApplyConfiguration `json:"idle,omitempty"`
 }
 
 // InstanceTypeSpecApplyConfiguration constructs a declarative configuration of the InstanceTypeSpec type for use with
@@ -131,5 +135,13 @@ func (b *InstanceTypeSpecApplyConfiguration) WithNamespaceSelector(value *metav1
 // If called multiple times, the Hold field is set to the value of the last call.
 func (b *InstanceTypeSpecApplyConfiguration) WithHold(value gpuv1alpha1.HoldMode) *InstanceTypeSpecApplyConfiguration {
 	b.Hold = &value
+	return b
+}
+
+// WithIdle sets the Idle field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Idle field is set to the value of the last call.
+func (b *InstanceTypeSpecApplyConfiguration) WithIdle(value *IdlePolicyApplyConfiguration) *InstanceTypeSpecApplyConfiguration {
+	b.Idle = value
 	return b
 }
