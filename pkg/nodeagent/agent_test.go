@@ -36,8 +36,16 @@ const inventory = `devices:
 // fake clients.
 func simulated(t *testing.T) (*kubefake.Clientset, *kilnfake.Clientset, string) {
 	t.Helper()
+	_, kube, kiln, inv := simulatedAgent(t, inventory)
+	return kube, kiln, inv
+}
+
+// simulatedAgent is simulated over the inventory file content, with the
+// Agent itself.
+func simulatedAgent(t *testing.T, content string) (*Agent, *kubefake.Clientset, *kilnfake.Clientset, string) {
+	t.Helper()
 	inv := filepath.Join(t.TempDir(), "inventory.yaml")
-	if err := os.WriteFile(inv, []byte(inventory), 0o644); err != nil {
+	if err := os.WriteFile(inv, []byte(content), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	// The Kiln fake without field management: its schema names differ
@@ -54,7 +62,7 @@ func simulated(t *testing.T) (*kubefake.Clientset, *kilnfake.Clientset, string) 
 			t.Errorf("Run: %v", err)
 		}
 	})
-	return kube, kiln, inv
+	return a, kube, kiln, inv
 }
 
 func gpuPod(name string, cards int64, owner string, labels map[string]string) *corev1.Pod {
@@ -197,11 +205,10 @@ func sameSet(a, b []string) bool {
 // reaches NodeDevices: utilization and memory in use for every device,
 // and a last active time for the busy one only.
 func TestAgentPublishesUsage(t *testing.T) {
-	_, kiln, inv := simulated(t)
-	busy := inventory + "usage:\n  GPU-1: {utilization: 80, memoryUsed: 20Gi}\n"
-	if err := os.WriteFile(inv, []byte(busy), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	// Busy from the first sample: written after the agent started, the
+	// usage would be smoothed from 0 and, moving by less than the bound,
+	// reach NodeDevices only after a minute.
+	_, _, kiln, _ := simulatedAgent(t, inventory+"usage:\n  GPU-1: {utilization: 80, memoryUsed: 20Gi}\n")
 	var got []v1alpha1.NodeDevice
 	err := wait.PollUntilContextTimeout(context.Background(), 20*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
 		nd, err := kiln.GpuV1alpha1().NodeDevices().Get(ctx, "gpu-0", metav1.GetOptions{})

@@ -4,7 +4,10 @@ package app
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net"
+	"net/http"
 	"os"
 	"time"
 
@@ -15,6 +18,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	logsapi "k8s.io/component-base/logs/api/v1"
 	"k8s.io/component-base/version"
+	"k8s.io/klog/v2"
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 
 	"kiln.dev/kiln/pkg/deviceplugin"
@@ -30,7 +34,7 @@ const DefaultPodResourcesSocket = "/var/lib/kubelet/pod-resources/kubelet.sock"
 func NewCommand(ctx context.Context) *cobra.Command {
 	var (
 		inventory, dir, nodeName, kubeconfig, podResources string
-		fakeCards, cdiSpecs                                string
+		fakeCards, cdiSpecs, metricsAddress                string
 		mpsResource, mpsDir, mpsControl                    string
 		mpsShares                                          int
 		cdi, simulate                                      bool
@@ -112,13 +116,22 @@ simulated node, allocating devices to the Pods bound to it.`,
 			if sampleInterval <= 0 {
 				return fmt.Errorf("--sample-interval %v: want a positive duration, e.g. 10s", sampleInterval)
 			}
-			return (&nodeagent.Agent{Manager: m, Kube: kube, Kiln: kiln, Node: nodeName, Simulate: simulate, PodResources: podResources,
-				SampleInterval: sampleInterval, ActiveThreshold: activeThreshold}).Run(ctx)
+			agent := &nodeagent.Agent{Manager: m, Kube: kube, Kiln: kiln, Node: nodeName, Simulate: simulate, PodResources: podResources,
+				SampleInterval: sampleInterval, ActiveThreshold: activeThreshold}
+			if metricsAddress != "" {
+				stop, err := serveMetrics(ctx, metricsAddress, agent.MetricsHandler())
+				if err != nil {
+					return err
+				}
+				defer stop()
+			}
+			return agent.Run(ctx)
 		},
 	}
 	fs := cmd.Flags()
 	fs.DurationVar(&sampleInterval, "sample-interval", 10*time.Second, "how often each device's utilization and memory in use are sampled; NodeDevices gets the utilization smoothed over recent samples, written at once for a change of more than 10 points, of more than 1Gi of memory, or a device waking up, and for smaller ones at most once a minute")
 	fs.Int32Var(&activeThreshold, "active-threshold", nodeagent.DefaultActiveThreshold, "the utilization, in percent, above which a device counts as active (its lastActiveTime in NodeDevices)")
+	fs.StringVar(&metricsAddress, "metrics-bind-address", "", "serve each device's utilization, memory in use, last activity and health as Prometheus metrics at /metrics on this address (e.g. :9400); off when empty. Their labels name the namespace, Pod and Instance holding each device: keep the address closed to tenants (artifacts/monitoring has a NetworkPolicy)")
 	fs.StringVar(&inventory, "inventory", "", "a YAML file of this node's devices, read instead of NVML and again whenever it changes")
 	fs.StringVar(&dir, "device-plugin-dir", pluginapi.DevicePluginPath, "the kubelet's device-plugins directory, where its registration socket is")
 	fs.BoolVar(&cdi, "cdi", true, "give containers their devices as CDI names (nvidia.com/gpu=<UUID>) as well as in NVIDIA_VISIBLE_DEVICES; the runtime needs NVIDIA's CDI spec (nvidia-ctk cdi generate). With it, NVIDIA's toolkit can be set to ignore NVIDIA_VISIBLE_DEVICES from unprivileged containers, which a tenant's Pod could otherwise set to reach every card. --cdi=false leaves the variable alone to pick the devices")
@@ -152,4 +165,22 @@ func newClients(kubeconfig string) (kubernetes.Interface, versioned.Interface, e
 	cfg.AcceptContentTypes = runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON
 	kiln, err := versioned.NewForConfig(cfg)
 	return kube, kiln, err
+}
+
+// serveMetrics serves h at /metrics on address until stop is called.
+func serveMetrics(ctx context.Context, address string, h http.Handler) (stop func(), err error) {
+	ln, err := net.Listen("tcp", address)
+	if err != nil {
+		return nil, fmt.Errorf("--metrics-bind-address: %w", err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", h)
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			klog.FromContext(ctx).Error(err, "Metrics server stopped")
+		}
+	}()
+	klog.FromContext(ctx).Info("Serving metrics", "address", ln.Addr().String())
+	return func() { _ = srv.Close() }, nil
 }
