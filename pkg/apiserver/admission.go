@@ -153,6 +153,7 @@ func newKilnClients(loopback *restclient.Config, kube kubeinformers.SharedInform
 	if err != nil {
 		return nil, err
 	}
+	budgets.ServeMetrics()
 	return &kilnClients{client: client, informers: factory, budgets: budgets}, nil
 }
 

@@ -887,6 +887,18 @@ func TestHealthAndMetrics(t *testing.T) {
 	if !strings.Contains(string(body), `apiserver_watch_cache_initializations_total{group="gpu.kiln.dev",resource="instances"}`) {
 		t.Error("no watch cache for instances in /metrics")
 	}
+	// Each Budget's limits, and its use once the Budget loop counted it.
+	if _, err := client.GpuV1alpha1().Budgets("metrics").Create(ctx(t), budget("metrics", "team"), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	const hard, used = `kiln_budget_hard{budget="team",namespace="metrics",resource="accelerators.h100"} 4`, `kiln_budget_used{budget="team",namespace="metrics",resource="accelerators"} 0`
+	err := wait.PollUntilContextTimeout(ctx(t), 100*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+		_, body = rawRequest(t, "GET", "/metrics", "", "", "")
+		return strings.Contains(string(body), hard) && strings.Contains(string(body), used), nil
+	})
+	if err != nil {
+		t.Errorf("no %q and %q in /metrics", hard, used)
+	}
 }
 
 // TestExamplesAreValid creates every Kiln object of artifacts/examples, so
