@@ -55,7 +55,10 @@ func observeActivity(prev *v1alpha1.InstanceActivity, pod *corev1.Pod, nd *v1alp
 	}
 	start := pod.Status.StartTime.Time
 	last := start
-	if prev != nil && prev.LastActiveTime != nil && prev.LastActiveTime.After(last) {
+	// What status said counts from this Pod's start, and never past now:
+	// a time ahead (a replica's clock, a bad write) would hold off the
+	// idle stop for as long.
+	if prev != nil && prev.LastActiveTime != nil && prev.LastActiveTime.After(last) && !prev.LastActiveTime.After(now) {
 		last = prev.LastActiveTime.Time
 	}
 	above := int32(defaultActiveThreshold)
@@ -94,7 +97,11 @@ func observeActivity(prev *v1alpha1.InstanceActivity, pod *corev1.Pod, nd *v1alp
 		// the type's threshold, a device busy enough for the agent may
 		// still be idle for the type.
 		if threshold == nil && d.LastActiveTime != nil && d.LastActiveTime.After(last) {
+			// A node's clock a little ahead does not make it busy later.
 			last = d.LastActiveTime.Time
+			if last.After(now) {
+				last = now
+			}
 		}
 	}
 	if held == 0 {
