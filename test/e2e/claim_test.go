@@ -331,8 +331,9 @@ func TestClaimLostAndPlacedAgain(t *testing.T) {
 
 // TestTimers runs side by side the tests that spend most of their time
 // waiting on a timer (the pod garbage collector's 40 s, a Claim's expiry,
-// a holder kept Terminating), each on its pool of its own: one after
-// another they took 140 s of the serial tests; side by side, the longest.
+// a holder kept Terminating, an idle limit), each on nodes of its own: one
+// after another they took 140 s of the serial tests, before the idle
+// stop; side by side, the longest.
 func TestTimers(t *testing.T) {
 	for _, tc := range []struct {
 		name string
@@ -341,6 +342,7 @@ func TestTimers(t *testing.T) {
 		{"instance node lost", testInstanceNodeLost},
 		{"claim expires", testClaimExpires},
 		{"claim charged until its holder is gone", testClaimChargedUntilHolderGone},
+		{"idle stop", testIdleStop},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -81,9 +83,15 @@ func (c *Cluster) InventoryFile(node string) string {
 	return filepath.Join(c.Dir, "node-agents", node+".yaml")
 }
 
+// inventoryEdits keeps tests that edit one inventory file at once from
+// losing each other's edit.
+var inventoryEdits sync.Mutex
+
 // SetDeviceHealth fails a device of a node (reason non-empty)
 // or heals it, as NVML reporting an XID would.
 func (c *Cluster) SetDeviceHealth(node, device, reason string) error {
+	inventoryEdits.Lock()
+	defer inventoryEdits.Unlock()
 	path := c.InventoryFile(node)
 	data, err := os.ReadFile(path)
 	if err != nil {
@@ -102,6 +110,31 @@ func (c *Cluster) SetDeviceHealth(node, device, reason string) error {
 	if !found {
 		return fmt.Errorf("node %s has no device %s", node, device)
 	}
+	return writeYAML(path, inv)
+}
+
+// SetDeviceUsage makes a device of a node report utilization (percent)
+// at the node agent's next sample, as NVML would of a busy or idle card; 0
+// makes it idle again.
+func (c *Cluster) SetDeviceUsage(node, device string, utilization int32) error {
+	inventoryEdits.Lock()
+	defer inventoryEdits.Unlock()
+	path := c.InventoryFile(node)
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	var inv deviceplugin.Inventory
+	if err := yaml.UnmarshalStrict(data, &inv); err != nil {
+		return err
+	}
+	if !slices.ContainsFunc(inv.Devices, func(d deviceplugin.Device) bool { return d.UUID == device }) {
+		return fmt.Errorf("node %s has no device %s", node, device)
+	}
+	if inv.Usage == nil {
+		inv.Usage = map[string]deviceplugin.Usage{}
+	}
+	inv.Usage[device] = deviceplugin.Usage{Utilization: utilization}
 	return writeYAML(path, inv)
 }
 
