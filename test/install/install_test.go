@@ -396,9 +396,9 @@ func uninstall(t *testing.T, admin kubectlAs, layer string) {
 	}
 }
 
-// writeAuditPolicy writes the policy of the audit log: the writes to Pods
-// and Claims, and the reads of Claims, in the tenants' namespaces, at
-// Metadata level.
+// writeAuditPolicy writes the policy of the audit log: the writes to Pods,
+// and the reads and writes of Instances, Claims and Budgets, in the
+// tenants' namespaces, at Metadata level.
 func writeAuditPolicy(dir string) (string, error) {
 	const policy = `apiVersion: audit.k8s.io/v1
 kind: Policy
@@ -415,7 +415,7 @@ rules:
   verbs: [get, create, update, patch, delete, deletecollection]
   resources:
   - group: gpu.kiln.dev
-    resources: [claims, claims/status]
+    resources: [claims, claims/status, instances, instances/status, instances/start, instances/stop, budgets, budgets/status]
 - level: None
 `
 	// Beside dir, which the cluster's start empties.
