@@ -28,6 +28,12 @@ type NVML struct {
 
 	mu        sync.Mutex
 	unhealthy map[string]string // card UUID -> why
+
+	// gpm holds, per card or MIG device (by UUID), the GPM sample of the
+	// last Sample: GPM's figures are of the activity between two. Only
+	// Sample uses it, under gpmMu.
+	gpmMu sync.Mutex
+	gpm   map[string]nvml.GpmSample
 }
 
 var (
@@ -114,39 +120,131 @@ func (n *NVML) card(d nvml.Device, i int) (Device, error) {
 	return info, nil
 }
 
-// Sample reads each whole card's utilization (NVML's coarse rate: the
-// share of its last sample period a kernel ran) and memory in use. A card
-// in MIG mode has no such rate and is left out, as is a card NVML cannot
-// read now; its MIG devices need GPM, which this does not read yet.
+// Sample reads each device's utilization and memory in use. Where the
+// card supports GPM (Hopper and later), utilization is GPM's graphics
+// activity between this sample and the last, for a whole card or for each
+// MIG device (by its GPU instance); elsewhere, and on a card's first
+// sample, the coarse rate (the share of its last sample period a kernel
+// ran). The MIG devices of a card without GPM have no figure and are left
+// out, as is a device NVML cannot read now.
 func (n *NVML) Sample() (map[string]Usage, error) {
 	count, ret := n.lib.DeviceGetCount()
 	if ret != nvml.SUCCESS {
 		return nil, n.err("counting devices", ret)
 	}
+	n.gpmMu.Lock()
+	defer n.gpmMu.Unlock()
+	if n.gpm == nil {
+		n.gpm = map[string]nvml.GpmSample{}
+	}
+	seen := map[string]bool{}
 	out := make(map[string]Usage, count)
 	for i := range count {
 		d, ret := n.lib.DeviceGetHandleByIndex(i)
 		if ret != nvml.SUCCESS {
 			continue
 		}
-		if current, _, ret := d.GetMigMode(); ret == nvml.SUCCESS && current == nvml.DEVICE_MIG_ENABLE {
-			continue
-		}
 		uuid, ret := d.GetUUID()
 		if ret != nvml.SUCCESS {
 			continue
 		}
-		rates, ret := d.GetUtilizationRates()
-		if ret != nvml.SUCCESS {
+		support, ret := d.GpmQueryDeviceSupport()
+		gpm := ret == nvml.SUCCESS && support.IsSupportedDevice != 0
+		if current, _, ret := d.GetMigMode(); ret == nvml.SUCCESS && current == nvml.DEVICE_MIG_ENABLE {
+			// A MIG device has no utilization rate of its own; GPM
+			// measures each GPU instance, where the card supports it.
+			if gpm {
+				n.sampleMIG(d, out, seen)
+			}
 			continue
 		}
-		u := Usage{Utilization: int32(min(rates.Gpu, 100))}
+		var u Usage
+		utilization, ok := int32(0), false
+		if gpm {
+			seen[uuid] = true
+			utilization, ok = n.gpmUtilization(uuid, d.GpmSampleGet)
+		}
+		if !ok {
+			// Without GPM, or before its second sample: the coarse rate,
+			// the share of time a kernel ran.
+			rates, ret := d.GetUtilizationRates()
+			if ret != nvml.SUCCESS {
+				continue
+			}
+			utilization = int32(min(rates.Gpu, 100))
+		}
+		u.Utilization = utilization
 		if mem, ret := d.GetMemoryInfo(); ret == nvml.SUCCESS {
 			u.MemoryUsed = *resource.NewQuantity(int64(mem.Used), resource.BinarySI)
 		}
 		out[uuid] = u
 	}
+	for key, s := range n.gpm {
+		if !seen[key] {
+			s.Free()
+			delete(n.gpm, key)
+		}
+	}
 	return out, nil
+}
+
+// sampleMIG samples the MIG devices of card d through GPM, by their GPU
+// instance. A device reports from its second sample on.
+func (n *NVML) sampleMIG(d nvml.Device, out map[string]Usage, seen map[string]bool) {
+	slots, ret := d.GetMaxMigDeviceCount()
+	if ret != nvml.SUCCESS {
+		return
+	}
+	for i := range slots {
+		m, ret := d.GetMigDeviceHandleByIndex(i)
+		if ret != nvml.SUCCESS {
+			continue
+		}
+		uuid, ret := m.GetUUID()
+		if ret != nvml.SUCCESS {
+			continue
+		}
+		gi, ret := m.GetGpuInstanceId()
+		if ret != nvml.SUCCESS {
+			continue
+		}
+		seen[uuid] = true
+		utilization, ok := n.gpmUtilization(uuid, func(s nvml.GpmSample) nvml.Return { return d.GpmMigSampleGet(gi, s) })
+		if !ok {
+			continue
+		}
+		u := Usage{Utilization: utilization}
+		if mem, ret := m.GetMemoryInfo(); ret == nvml.SUCCESS {
+			u.MemoryUsed = *resource.NewQuantity(int64(mem.Used), resource.BinarySI)
+		}
+		out[uuid] = u
+	}
+}
+
+// gpmUtilization takes a GPM sample of key with get and returns the
+// graphics engine's activity, in percent, since the last one; false on
+// the first sample or when GPM cannot say. The caller holds gpmMu.
+func (n *NVML) gpmUtilization(key string, get func(nvml.GpmSample) nvml.Return) (int32, bool) {
+	cur, ret := n.lib.GpmSampleAlloc()
+	if ret != nvml.SUCCESS {
+		return 0, false
+	}
+	if get(cur) != nvml.SUCCESS {
+		cur.Free()
+		return 0, false
+	}
+	prev := n.gpm[key]
+	n.gpm[key] = cur
+	if prev == nil {
+		return 0, false
+	}
+	defer prev.Free()
+	metrics := nvml.GpmMetricsGetType{NumMetrics: 1, Sample1: prev, Sample2: cur}
+	metrics.Metrics[0].MetricId = uint32(nvml.GPM_METRIC_GRAPHICS_UTIL)
+	if n.lib.GpmMetricsGet(&metrics) != nvml.SUCCESS || nvml.Return(metrics.Metrics[0].NvmlReturn) != nvml.SUCCESS {
+		return 0, false
+	}
+	return int32(math.Round(min(max(metrics.Metrics[0].Value, 0), 100))), true
 }
 
 // migDevices lists a card's MIG devices; nil when MIG is off.

@@ -5,6 +5,7 @@ package deviceplugin
 import (
 	"context"
 	"fmt"
+	"maps"
 	"strings"
 	"testing"
 	"time"
@@ -40,6 +41,10 @@ func dgx(t *testing.T) *server.Server {
 		}
 		dev.GetNvLinkRemotePciInfoFunc = func(int) (nvml.PciInfo, nvml.Return) {
 			return s.Devices[peer].GetPciInfo()
+		}
+		// An A100 has no GPM (Hopper and later do).
+		dev.GpmQueryDeviceSupportFunc = func() (nvml.GpmSupport, nvml.Return) {
+			return nvml.GpmSupport{Version: nvml.GPM_SUPPORT_VERSION}, nvml.SUCCESS
 		}
 	}
 	return s
@@ -99,6 +104,11 @@ func migCard(s *server.Server, i int) []string {
 			GetUUIDFunc: func() (string, nvml.Return) { return m.uuid, nvml.SUCCESS },
 			GetAttributesFunc: func() (nvml.DeviceAttributes, nvml.Return) {
 				return nvml.DeviceAttributes{GpuInstanceSliceCount: uint32(m.slices), MemorySizeMB: uint64(m.memMB)}, nvml.SUCCESS
+			},
+			// GPU instances 1, 2 and 3; j GiB in use.
+			GetGpuInstanceIdFunc: func() (int, nvml.Return) { return j + 1, nvml.SUCCESS },
+			GetMemoryInfoFunc: func() (nvml.Memory, nvml.Return) {
+				return nvml.Memory{Total: uint64(m.memMB) << 20, Used: uint64(j) << 30}, nvml.SUCCESS
 			},
 		}, nvml.SUCCESS
 	}
@@ -249,5 +259,95 @@ func TestNVMLSample(t *testing.T) {
 		if !ok || u.Utilization != int32(10*i) || u.MemoryUsed.Value() != int64(i)<<30 {
 			t.Errorf("card %d: %+v, want utilization %d and %d GiB in use", i, u, 10*i, i)
 		}
+	}
+}
+
+// TestNVMLSampleGPM: cards that support GPM report its graphics activity
+// between two samples, each MIG device of such a card by its GPU
+// instance, from the second sample on (the coarse rate, for a card, on
+// the first); the other cards the coarse rate; and every GPM sample is
+// freed once the next has replaced it.
+func TestNVMLSampleGPM(t *testing.T) {
+	s := dgx(t)
+	migs := migCard(s, 7)
+	type stamp struct{ card, gi int }
+	stamps := map[nvml.GpmSample]stamp{}
+	freed := 0
+	s.GpmSampleAllocFunc = func() (nvml.GpmSample, nvml.Return) {
+		smp := &mock.GpmSample{}
+		smp.FreeFunc = func() nvml.Return { freed++; delete(stamps, smp); return nvml.SUCCESS }
+		return smp, nvml.SUCCESS
+	}
+	s.GpmMetricsGetFunc = func(m *nvml.GpmMetricsGetType) nvml.Return {
+		a, ok1 := stamps[m.Sample1]
+		b, ok2 := stamps[m.Sample2]
+		if !ok1 || !ok2 || a != b || m.NumMetrics != 1 || m.Metrics[0].MetricId != uint32(nvml.GPM_METRIC_GRAPHICS_UTIL) {
+			t.Errorf("GpmMetricsGet of samples %+v and %+v, metric %d", a, b, m.Metrics[0].MetricId)
+			return nvml.ERROR_INVALID_ARGUMENT
+		}
+		// Card i is 50+i% busy; GPU instance g of card 7, 20*g%.
+		m.Metrics[0].Value, m.Metrics[0].NvmlReturn = float64(50+b.card), uint32(nvml.SUCCESS)
+		if b.gi > 0 {
+			m.Metrics[0].Value = float64(20 * b.gi)
+		}
+		return nvml.SUCCESS
+	}
+	for i, d := range s.Devices {
+		dev := d.(*server.Device)
+		dev.GetUtilizationRatesFunc = func() (nvml.Utilization, nvml.Return) { return nvml.Utilization{Gpu: uint32(10 * i)}, nvml.SUCCESS }
+		dev.GetMemoryInfoFunc = func() (nvml.Memory, nvml.Return) { return nvml.Memory{Total: 40 << 30}, nvml.SUCCESS }
+		if i < 4 || i == 7 {
+			dev.GpmQueryDeviceSupportFunc = func() (nvml.GpmSupport, nvml.Return) {
+				return nvml.GpmSupport{Version: nvml.GPM_SUPPORT_VERSION, IsSupportedDevice: 1}, nvml.SUCCESS
+			}
+		}
+		dev.GpmSampleGetFunc = func(smp nvml.GpmSample) nvml.Return { stamps[smp] = stamp{card: i}; return nvml.SUCCESS }
+		dev.GpmMigSampleGetFunc = func(gi int, smp nvml.GpmSample) nvml.Return { stamps[smp] = stamp{card: i, gi: gi}; return nvml.SUCCESS }
+	}
+	n, err := NewNVML(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	devices, err := n.Devices()
+	if err != nil {
+		t.Fatal(err)
+	}
+	utilization := func(got map[string]Usage) map[string]int32 {
+		out := map[string]int32{}
+		for uuid, u := range got {
+			out[uuid] = u.Utilization
+		}
+		return out
+	}
+	want := map[string]int32{}
+	for i, d := range devices[:7] {
+		want[d.UUID] = int32(10 * i)
+	}
+	first, err := n.Sample()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := utilization(first); !maps.Equal(got, want) {
+		t.Errorf("first sample %v, want the coarse rates of the 7 whole cards and no MIG device: %v", got, want)
+	}
+	for i, d := range devices[:4] {
+		want[d.UUID] = int32(50 + i)
+	}
+	for g, uuid := range migs {
+		want[uuid] = int32(20 * (g + 1))
+	}
+	second, err := n.Sample()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := utilization(second); !maps.Equal(got, want) {
+		t.Errorf("second sample %v, want GPM's on cards 0-3 and the MIG devices: %v", got, want)
+	}
+	if m := second["MIG-c"].MemoryUsed; m.Value() != 2<<30 {
+		t.Errorf("MIG-c memory used %s, want 2Gi", m.String())
+	}
+	// Cards 0-3 and three MIG devices: seven samples of the first round.
+	if freed != 7 || len(stamps) != 7 {
+		t.Errorf("%d samples freed, %d held; want 7 and 7", freed, len(stamps))
 	}
 }
