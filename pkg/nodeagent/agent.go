@@ -93,7 +93,16 @@ func (a *Agent) Run(ctx context.Context) error {
 	if a.Clock == nil {
 		a.Clock = clock.RealClock{}
 	}
-	a.Manager.OnChange = a.touch
+	a.Manager.OnChange = func() {
+		a.touch()
+		if a.Simulate {
+			// A Pod seen before the first read of the devices found no
+			// plugin to ask, and no later event of it comes by itself.
+			// (The manager calls this under its lock, which allocating
+			// takes.)
+			go a.allocatePending(ctx)
+		}
+	}
 	a.Manager.Prefer = a.preferClaim
 	if err := a.restore(ctx); err != nil {
 		if a.Simulate {
@@ -212,6 +221,20 @@ func (a *Agent) podChanged(ctx context.Context, o any) {
 	}
 }
 
+// allocatePending allocates devices to the node's Pods that have none yet.
+func (a *Agent) allocatePending(ctx context.Context) {
+	if a.pods == nil {
+		return
+	}
+	pods, err := a.pods.List(labels.Everything())
+	if err != nil {
+		return
+	}
+	for _, pod := range pods {
+		a.podChanged(ctx, pod)
+	}
+}
+
 func (a *Agent) podGone(o any) {
 	if d, ok := o.(cache.DeletedFinalStateUnknown); ok {
 		o = d.Obj
@@ -235,6 +258,10 @@ func (a *Agent) podGone(o any) {
 func (a *Agent) allocate(pod *corev1.Pod) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	if _, done := a.allocated[pod.UID]; done {
+		// Its event and allocatePending both came by.
+		return nil
+	}
 	held := map[string]bool{}
 	for _, p := range a.allocated {
 		for _, d := range p.devices {

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -14,7 +15,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apimachinery/pkg/watch"
 	kubefake "k8s.io/client-go/kubernetes/fake"
+	clienttesting "k8s.io/client-go/testing"
 
 	"kiln.dev/kiln/pkg/apis/gpu/v1alpha1"
 	"kiln.dev/kiln/pkg/deviceplugin"
@@ -51,6 +54,20 @@ func simulatedAgent(t *testing.T, content string) (*Agent, *kubefake.Clientset, 
 	// The Kiln fake without field management: its schema names differ
 	// from the model names the server uses.
 	kube, kiln := kubefake.NewClientset(), kilnfake.NewSimpleClientset()
+	// The fake's watch starts from now, not from the list's version: a Pod
+	// a test creates between the agent's list and its watch would never
+	// reach it. The agent is handed over once its watch of Pods is there.
+	watching := make(chan struct{})
+	var once sync.Once
+	kube.PrependWatchReactor("pods", func(action clienttesting.Action) (bool, watch.Interface, error) {
+		var opts metav1.ListOptions
+		if w, ok := action.(clienttesting.WatchActionImpl); ok {
+			opts = w.ListOptions
+		}
+		w, err := kube.Tracker().Watch(action.GetResource(), action.GetNamespace(), opts)
+		once.Do(func() { close(watching) })
+		return true, w, err
+	})
 	a := &Agent{Manager: &deviceplugin.Manager{Backend: &deviceplugin.Static{Path: inv, Interval: 50 * time.Millisecond}}, Kiln: kiln, Kube: kube, Node: "gpu-0", Simulate: true,
 		SampleInterval: 50 * time.Millisecond, ActiveThreshold: DefaultActiveThreshold}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -62,6 +79,11 @@ func simulatedAgent(t *testing.T, content string) (*Agent, *kubefake.Clientset, 
 			t.Errorf("Run: %v", err)
 		}
 	})
+	select {
+	case <-watching:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the agent never watched Pods")
+	}
 	return a, kube, kiln, inv
 }
 
