@@ -302,7 +302,10 @@ func TestNVMLSampleGPM(t *testing.T) {
 			}
 		}
 		dev.GpmSampleGetFunc = func(smp nvml.GpmSample) nvml.Return { stamps[smp] = stamp{card: i}; return nvml.SUCCESS }
-		dev.GpmMigSampleGetFunc = func(gi int, smp nvml.GpmSample) nvml.Return { stamps[smp] = stamp{card: i, gi: gi}; return nvml.SUCCESS }
+		dev.GpmMigSampleGetFunc = func(gi int, smp nvml.GpmSample) nvml.Return {
+			stamps[smp] = stamp{card: i, gi: gi}
+			return nvml.SUCCESS
+		}
 	}
 	n, err := NewNVML(s)
 	if err != nil {
