@@ -5,6 +5,7 @@ import (
 	"context"
 	"flag"
 	"io"
+	"maps"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -68,6 +69,13 @@ func newFixture(t *testing.T, kiln []runtime.Object, kube ...runtime.Object) *fi
 			return true, nd.DeepCopy(), nil
 		}
 		return true, nil, apierrors.NewNotFound(v1alpha1.Resource("nodedevices"), name)
+	})
+	f.kiln.PrependReactor("list", "nodedevices", func(k8stesting.Action) (bool, runtime.Object, error) {
+		list := &v1alpha1.NodeDevicesList{}
+		for _, name := range slices.Sorted(maps.Keys(nodeDevices)) {
+			list.Items = append(list.Items, *nodeDevices[name].DeepCopy())
+		}
+		return true, list, nil
 	})
 	f.kiln.PrependReactor("create", "instances", f.lifecycle)
 	f.watching = make(chan struct{})

@@ -94,7 +94,7 @@ func (t *top) run(ctx context.Context) error {
 		return fmt.Errorf("listing Instances: %w", err)
 	}
 	rows := allocations(list.Items)
-	if err := withUsage(ctx, c, rows); err != nil {
+	if err := withUsage(ctx, c, rows, t.all); err != nil {
 		return err
 	}
 	if t.output != "" {
@@ -135,32 +135,46 @@ func (t *top) run(ctx context.Context) error {
 	return w.Flush()
 }
 
-// withUsage fills the rows' usage from the NodeDevices of their nodes,
-// one GET per node. Every user may read NodeDevices; a node the agent has
-// not reported yet leaves its rows without.
-func withUsage(ctx context.Context, c *Clients, rows []Allocation) error {
+// withUsage fills the rows' usage from the NodeDevices of their nodes:
+// one GET per node for a namespace's rows, which are on few nodes; one
+// LIST for every namespace's (-A), whose rows can be on every node of a
+// large pool. Every user may read NodeDevices; a node the agent has not
+// reported yet leaves its rows without.
+func withUsage(ctx context.Context, c *Clients, rows []Allocation, all bool) error {
 	byNode := map[string]map[string]v1alpha1.NodeDevice{}
+	index := func(nd *v1alpha1.NodeDevices) {
+		devices := map[string]v1alpha1.NodeDevice{}
+		for _, d := range nd.Status.Devices {
+			devices[d.UUID] = d
+		}
+		byNode[nd.Name] = devices
+	}
+	if all && len(rows) > 0 {
+		list, err := c.Kiln.GpuV1alpha1().NodeDevices().List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return fmt.Errorf("listing NodeDevices: %w", err)
+		}
+		for i := range list.Items {
+			index(&list.Items[i])
+		}
+	}
 	for i := range rows {
 		r := &rows[i]
 		if r.Node == "" || r.Device == "" {
 			continue
 		}
-		devices, seen := byNode[r.Node]
-		if !seen {
+		if _, seen := byNode[r.Node]; !seen && !all {
+			byNode[r.Node] = nil
 			nd, err := c.Kiln.GpuV1alpha1().NodeDevices().Get(ctx, r.Node, metav1.GetOptions{})
 			switch {
 			case apierrors.IsNotFound(err):
 			case err != nil:
 				return fmt.Errorf("reading the NodeDevices of node %s: %w", r.Node, err)
 			default:
-				devices = map[string]v1alpha1.NodeDevice{}
-				for _, d := range nd.Status.Devices {
-					devices[d.UUID] = d
-				}
+				index(nd)
 			}
-			byNode[r.Node] = devices
 		}
-		d, ok := devices[r.Device]
+		d, ok := byNode[r.Node][r.Device]
 		if !ok || d.Utilization == nil {
 			continue
 		}

@@ -1,6 +1,7 @@
 package kubectlgpu
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -55,6 +56,10 @@ func TestTop(t *testing.T) {
 				"tenant-a   trainer   Ready  gpu-0  GPU-a   1      0000:18:00.0  Exclusive  whole card  Exclusive  87%   20Gi         5m\n" +
 				"tenant-a   trainer   Ready  gpu-0  GPU-b   3      0000:9a:00.0  Exclusive  whole card  -          0%    0            never\n" +
 				"tenant-b   small     Ready  gpu-0  MIG-1   2      -             Partition  3g.40gb     MIG        -     -            -\n"},
+		{name: "usage in this namespace, by node", kiln: objs(whole, gpu0),
+			want: "INSTANCE  PHASE  NODE   DEVICE  INDEX  PCI BUS ID    MODE       SHARE       ISOLATION  UTIL  MEMORY USED  IDLE FOR\n" +
+				"trainer   Ready  gpu-0  GPU-a   1      0000:18:00.0  Exclusive  whole card  Exclusive  87%   20Gi         5m\n" +
+				"trainer   Ready  gpu-0  GPU-b   3      0000:9a:00.0  Exclusive  whole card  -          0%    0            never\n"},
 		{name: "every namespace", kiln: objs(slice, mig), args: []string{"-A"},
 			want: "NAMESPACE  INSTANCE  PHASE  NODE      DEVICE     INDEX  PCI BUS ID  MODE       SHARE                    ISOLATION  UTIL  MEMORY USED  IDLE FOR\n" +
 				"tenant-a   vllm      Ready  gpu-l4-0  GPU-l4::1  0      -           Slice      25% memory, 25% compute  MPS        -     -            -\n" +
@@ -71,6 +76,17 @@ func TestTop(t *testing.T) {
 			}
 			if out != tc.want {
 				t.Errorf("output:\n%s\nwant:\n%s", out, tc.want)
+			}
+			// Every namespace's rows read NodeDevices in one LIST, one
+			// namespace's by GET per node.
+			reads := map[string]int{}
+			for _, a := range f.kiln.Actions() {
+				if a.GetResource().Resource == "nodedevices" {
+					reads[a.GetVerb()]++
+				}
+			}
+			if all := slices.Contains(tc.args, "-A"); (all && reads["get"] > 0) || (!all && reads["list"] > 0) || reads["list"] > 1 {
+				t.Errorf("NodeDevices read by %v", reads)
 			}
 		})
 	}
