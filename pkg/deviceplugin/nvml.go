@@ -158,7 +158,6 @@ func (n *NVML) Sample() (map[string]Usage, error) {
 			}
 			continue
 		}
-		var u Usage
 		utilization, ok := int32(0), false
 		if gpm {
 			seen[uuid] = true
@@ -173,11 +172,7 @@ func (n *NVML) Sample() (map[string]Usage, error) {
 			}
 			utilization = int32(min(rates.Gpu, 100))
 		}
-		u.Utilization = utilization
-		if mem, ret := d.GetMemoryInfo(); ret == nvml.SUCCESS {
-			u.MemoryUsed = *resource.NewQuantity(int64(mem.Used), resource.BinarySI)
-		}
-		out[uuid] = u
+		out[uuid] = Usage{Utilization: utilization, MemoryUsed: memoryUsed(d)}
 	}
 	for key, s := range n.gpm {
 		if !seen[key] {
@@ -213,12 +208,18 @@ func (n *NVML) sampleMIG(d nvml.Device, out map[string]Usage, seen map[string]bo
 		if !ok {
 			continue
 		}
-		u := Usage{Utilization: utilization}
-		if mem, ret := m.GetMemoryInfo(); ret == nvml.SUCCESS {
-			u.MemoryUsed = *resource.NewQuantity(int64(mem.Used), resource.BinarySI)
-		}
-		out[uuid] = u
+		out[uuid] = Usage{Utilization: utilization, MemoryUsed: memoryUsed(m)}
 	}
+}
+
+// memoryUsed is the device memory in use on a card or MIG device; zero
+// when NVML cannot say.
+func memoryUsed(d nvml.Device) resource.Quantity {
+	mem, ret := d.GetMemoryInfo()
+	if ret != nvml.SUCCESS {
+		return resource.Quantity{}
+	}
+	return *resource.NewQuantity(int64(mem.Used), resource.BinarySI)
 }
 
 // gpmUtilization takes a GPM sample of key with get and returns the

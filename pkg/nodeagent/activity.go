@@ -6,6 +6,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/resource"
 
+	"kiln.dev/kiln/pkg/apis/gpu/v1alpha1"
 	"kiln.dev/kiln/pkg/deviceplugin"
 )
 
@@ -18,8 +19,9 @@ import (
 // it is never judged idle on an old word.
 const (
 	// DefaultActiveThreshold is the utilization, in percent, above which
-	// a sample counts as active.
-	DefaultActiveThreshold = 5
+	// a sample counts as active: the API's, which kiln-controller also
+	// takes for a published utilization.
+	DefaultActiveThreshold = v1alpha1.DefaultActiveThreshold
 	// utilizationBound is the change of smoothed utilization, in points,
 	// written at once.
 	utilizationBound = 10

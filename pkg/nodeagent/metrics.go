@@ -98,11 +98,13 @@ func (c *deviceCollector) CollectWithStability(ch chan<- metrics.Metric) {
 		if uid, ok := holders[d.UUID]; ok {
 			if p := pods[uid]; p != nil {
 				ns, pod = p.Namespace, p.Name
-				if ref := metav1.GetControllerOf(p); ref != nil && ref.Kind == "Instance" && ref.APIVersion == v1alpha1.SchemeGroupVersion.String() {
-					inst = ref.Name
-				}
-				if ref := metav1.GetControllerOf(p); ref != nil && ref.Kind == "Claim" && ref.APIVersion == v1alpha1.SchemeGroupVersion.String() {
-					claim = ref.Name
+				if ref := metav1.GetControllerOf(p); ref != nil && ref.APIVersion == v1alpha1.SchemeGroupVersion.String() {
+					switch ref.Kind {
+					case "Instance":
+						inst = ref.Name
+					case "Claim":
+						claim = ref.Name
+					}
 				}
 			}
 		}

@@ -90,33 +90,29 @@ var inventoryEdits sync.Mutex
 // SetDeviceHealth fails a device of a node (reason non-empty)
 // or heals it, as NVML reporting an XID would.
 func (c *Cluster) SetDeviceHealth(node, device, reason string) error {
-	inventoryEdits.Lock()
-	defer inventoryEdits.Unlock()
-	path := c.InventoryFile(node)
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return err
-	}
-	var inv deviceplugin.Inventory
-	if err := yaml.UnmarshalStrict(data, &inv); err != nil {
-		return err
-	}
-	found := false
-	for i := range inv.Devices {
-		if inv.Devices[i].UUID == device {
-			inv.Devices[i].Unhealthy, found = reason, true
+	return c.editInventory(node, device, func(inv *deviceplugin.Inventory) {
+		for i := range inv.Devices {
+			if inv.Devices[i].UUID == device {
+				inv.Devices[i].Unhealthy = reason
+			}
 		}
-	}
-	if !found {
-		return fmt.Errorf("node %s has no device %s", node, device)
-	}
-	return writeYAML(path, inv)
+	})
 }
 
 // SetDeviceUsage makes a device of a node report utilization (percent)
 // at the node agent's next sample, as NVML would of a busy or idle card; 0
 // makes it idle again.
 func (c *Cluster) SetDeviceUsage(node, device string, utilization int32) error {
+	return c.editInventory(node, device, func(inv *deviceplugin.Inventory) {
+		if inv.Usage == nil {
+			inv.Usage = map[string]deviceplugin.Usage{}
+		}
+		inv.Usage[device] = deviceplugin.Usage{Utilization: utilization}
+	})
+}
+
+// editInventory changes a node's inventory file, which must list device.
+func (c *Cluster) editInventory(node, device string, edit func(*deviceplugin.Inventory)) error {
 	inventoryEdits.Lock()
 	defer inventoryEdits.Unlock()
 	path := c.InventoryFile(node)
@@ -131,10 +127,7 @@ func (c *Cluster) SetDeviceUsage(node, device string, utilization int32) error {
 	if !slices.ContainsFunc(inv.Devices, func(d deviceplugin.Device) bool { return d.UUID == device }) {
 		return fmt.Errorf("node %s has no device %s", node, device)
 	}
-	if inv.Usage == nil {
-		inv.Usage = map[string]deviceplugin.Usage{}
-	}
-	inv.Usage[device] = deviceplugin.Usage{Utilization: utilization}
+	edit(&inv)
 	return writeYAML(path, inv)
 }
 

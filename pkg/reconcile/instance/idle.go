@@ -23,15 +23,10 @@ import (
 // Warning Event of an idle stop.
 const ReasonIdleLimit = "IdleLimit"
 
-const (
-	// activityRefresh is how far a device's activity must move
-	// status.activity.lastActiveTime forward before it is written again:
-	// a busy device would otherwise cost a status write at every sync.
-	activityRefresh = time.Minute
-	// defaultActiveThreshold is the node agent's own default: a published
-	// utilization above it counts as active when the type sets none.
-	defaultActiveThreshold = 5
-)
+// activityRefresh is how far a device's activity must move
+// status.activity.lastActiveTime forward before it is written again: a
+// busy device would otherwise cost a status write at every sync.
+const activityRefresh = time.Minute
 
 // activity is what the devices a Pod holds report of their use.
 type activity struct {
@@ -61,7 +56,7 @@ func observeActivity(prev *v1alpha1.InstanceActivity, pod *corev1.Pod, nd *v1alp
 	if prev != nil && prev.LastActiveTime != nil && prev.LastActiveTime.After(last) && !prev.LastActiveTime.After(now) {
 		last = prev.LastActiveTime.Time
 	}
-	above := int32(defaultActiveThreshold)
+	above := int32(v1alpha1.DefaultActiveThreshold)
 	if threshold != nil {
 		above = *threshold
 	}
@@ -160,9 +155,9 @@ func idleVerdict(inst *v1alpha1.Instance, t *v1alpha1.InstanceType, pod *corev1.
 
 // idleStop stops the Instance through spec.stopped and says why in a
 // Warning Event; why also goes into its IdleStopped condition.
-func (c *Controller) idleStop(ctx context.Context, inst *v1alpha1.Instance, t *v1alpha1.InstanceType, act activity) (*v1alpha1.Instance, string, error) {
+func (c *Controller) idleStop(ctx context.Context, inst *v1alpha1.Instance, t *v1alpha1.InstanceType, act activity, now time.Time) (*v1alpha1.Instance, string, error) {
 	limit, from := idleLimit(inst, t)
-	idleFor := c.now().Sub(act.last).Round(time.Second)
+	idleFor := now.Sub(act.last).Round(time.Second)
 	why := fmt.Sprintf("every device it held was idle since %s (%s), past its idle limit of %s (%s); start it again with kubectl gpu start %s",
 		act.last.UTC().Format(time.RFC3339), idleFor, limit, from, inst.Name)
 	cp := inst.DeepCopy()

@@ -435,7 +435,7 @@ func (c *Controller) observeIdle(ctx context.Context, o *observed, t *v1alpha1.I
 	if !due {
 		return after, nil
 	}
-	inst, msg, err := c.idleStop(ctx, o.inst, t, act)
+	inst, msg, err := c.idleStop(ctx, o.inst, t, act, now)
 	if err != nil {
 		return 0, err
 	}

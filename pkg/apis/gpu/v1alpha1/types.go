@@ -68,6 +68,12 @@ type InstanceTypeSpec struct {
 	Idle *IdlePolicy `json:"idle,omitempty" protobuf:"bytes,9,opt,name=idle"`
 }
 
+// DefaultActiveThreshold is the utilization, in percent, above which the
+// node agent counts a device as active unless its --active-threshold says
+// otherwise, and above which kiln-controller takes a published
+// utilization for activity when an InstanceType sets no threshold.
+const DefaultActiveThreshold = 5
+
 // IdlePolicy is when kiln-controller stops an Instance whose devices do
 // nothing, as measured on the devices by the node agent.
 type IdlePolicy struct {

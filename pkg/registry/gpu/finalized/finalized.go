@@ -43,9 +43,11 @@ func Delete(ctx context.Context, store *genericregistry.Store, name string, vali
 		if merr != nil {
 			return nil, false, apierrors.NewInternalError(merr)
 		}
+		// The caller's own resourceVersion precondition pins it already.
+		pin := len(m.GetFinalizers()) == 0 && m.GetDeletionTimestamp() == nil &&
+			(options == nil || options.Preconditions == nil || options.Preconditions.ResourceVersion == nil)
 		pinned := options
-		if len(m.GetFinalizers()) == 0 && m.GetDeletionTimestamp() == nil &&
-			(options == nil || options.Preconditions == nil || options.Preconditions.ResourceVersion == nil) {
+		if pin {
 			pinned = &metav1.DeleteOptions{}
 			if options != nil {
 				pinned = options.DeepCopy()
@@ -59,7 +61,7 @@ func Delete(ctx context.Context, store *genericregistry.Store, name string, vali
 		var out runtime.Object
 		var deleted bool
 		out, deleted, err = store.Delete(ctx, name, validate, pinned)
-		if pinned == options || !apierrors.IsConflict(err) {
+		if !pin || !apierrors.IsConflict(err) {
 			return out, deleted, err
 		}
 		// The object changed since it was read, or a precondition of the
