@@ -537,6 +537,10 @@ type InstanceStatus struct {
 	// Pod holds.
 	// +optional
 	Activity *InstanceActivity `json:"activity,omitempty"`
+	// usage is the ledger of the cards its Pod held, which the Budgets
+	// of its namespace count in accelerator-hours.
+	// +optional
+	Usage *Usage `json:"usage,omitempty"`
 }
 
 // InstanceActivity sums up the use of an Instance's devices.
@@ -552,6 +556,52 @@ type InstanceActivity struct {
 	// memoryUsed is the device memory in use, over all its devices.
 	// +optional
 	MemoryUsed *resource.Quantity `json:"memoryUsed,omitempty"`
+}
+
+// Usage is the ledger of one Instance or Claim: the card-seconds its
+// devices were held, by UTC day. kiln-controller writes it from the times
+// the Pod records (bound to its node; deletion asked for or containers
+// ended), never from sampling, so it stays exact across restarts.
+type Usage struct {
+	// current is the run in progress, if any.
+	// +optional
+	Current *UsageRun `json:"current,omitempty"`
+	// lastPodUID is the Pod of the last run closed: a Pod still
+	// terminating does not open another.
+	// +optional
+	LastPodUID types.UID `json:"lastPodUID,omitempty"`
+	// days are the closed runs' card-seconds by UTC day and InstanceType,
+	// for the last 31 days.
+	// +optional
+	// +listType=atomic
+	Days []UsageDay `json:"days,omitempty"`
+}
+
+// UsageRun is a run in progress: a Pod holding cards.
+type UsageRun struct {
+	// podUID is the Pod that holds the cards.
+	PodUID types.UID `json:"podUID"`
+	// instanceType the cards are of.
+	InstanceType string `json:"instanceType"`
+	// cards is the share of cards held, as Budgets charge it: a slice or
+	// partition by its share.
+	Cards resource.Quantity `json:"cards"`
+	// since is when the Pod was bound to its node.
+	Since metav1.Time `json:"since"`
+}
+
+// UsageDay is the card-seconds held on one UTC day, on one InstanceType.
+type UsageDay struct {
+	// date is the UTC day, e.g. 2026-12-06.
+	Date string `json:"date"`
+	// instanceType the cards are of.
+	InstanceType string `json:"instanceType"`
+	// cardSeconds held that day.
+	CardSeconds resource.Quantity `json:"cardSeconds"`
+	// idleCardSeconds is the part of cardSeconds held after the devices
+	// were last active in their run.
+	// +optional
+	IdleCardSeconds resource.Quantity `json:"idleCardSeconds,omitempty"`
 }
 
 // InstancePortStatus is a published port.
@@ -766,6 +816,11 @@ type ClaimStatus struct {
 	// observedGeneration is the generation of the spec this status describes.
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	// usage is the ledger of the cards the Claim held while Bound or
+	// Attached, which the Budgets of its namespace count in
+	// accelerator-hours.
+	// +optional
+	Usage *Usage `json:"usage,omitempty"`
 }
 
 // +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
@@ -815,6 +870,12 @@ const (
 	BudgetNodePorts BudgetResourceName = "nodeports"
 	// BudgetAcceleratorsPerTypePrefix prefixes a per-type card count, "accelerators.<instancetype>".
 	BudgetAcceleratorsPerTypePrefix = "accelerators."
+	// BudgetAcceleratorHours counts card-hours over the Budget's period; a
+	// slice or partition counts as its share of a card.
+	BudgetAcceleratorHours BudgetResourceName = "accelerator-hours"
+	// BudgetAcceleratorHoursPerTypePrefix prefixes a per-type card-hour
+	// count, "accelerator-hours.<instancetype>".
+	BudgetAcceleratorHoursPerTypePrefix = "accelerator-hours."
 )
 
 // BudgetResourceList maps Budget keys to quantities.
@@ -826,10 +887,47 @@ type BudgetSpec struct {
 	// as the larger of their memory and compute share of a card),
 	// "accelerator-memory", "instances" (stopped ones too), "nodeports"
 	// (ports of Instances, stopped ones too), and
-	// "accelerators.<instancetype>" for one type.
+	// "accelerators.<instancetype>" for one type; "accelerator-hours" and
+	// "accelerator-hours.<instancetype>" cap card-hours over the period.
 	// +optional
 	Hard BudgetResourceList `json:"hard,omitempty"`
+	// period is what the accelerator-hours keys count over: a calendar
+	// month (the default) or a number of UTC days.
+	// +optional
+	Period *BudgetPeriod `json:"period,omitempty"`
+	// onExhausted is what happens once an accelerator-hours key is spent:
+	// starts and creates it counts are refused either way; with Stop,
+	// kiln-controller also stops the Instances that run on it.
+	// +optional
+	OnExhausted BudgetExhaustedAction `json:"onExhausted,omitempty"`
 }
+
+// BudgetPeriod is the span accelerator-hours count over. Set one field.
+type BudgetPeriod struct {
+	// calendar is "Month": from the first of the current UTC month.
+	// +optional
+	Calendar BudgetCalendar `json:"calendar,omitempty"`
+	// rollingDays counts the last rollingDays UTC days, today included,
+	// 1 to 31.
+	// +optional
+	RollingDays int32 `json:"rollingDays,omitempty"`
+}
+
+// BudgetCalendar is a calendar period.
+type BudgetCalendar string
+
+// BudgetCalendarMonth is the UTC calendar month.
+const BudgetCalendarMonth BudgetCalendar = "Month"
+
+// BudgetExhaustedAction is what a spent accelerator-hours key does.
+type BudgetExhaustedAction string
+
+const (
+	// BudgetExhaustedRefuse refuses starts and creates; what runs runs on.
+	BudgetExhaustedRefuse BudgetExhaustedAction = "Refuse"
+	// BudgetExhaustedStop also stops the Instances that run on the key.
+	BudgetExhaustedStop BudgetExhaustedAction = "Stop"
+)
 
 // BudgetStatus is what is charged now.
 type BudgetStatus struct {
@@ -854,6 +952,43 @@ type BudgetStatus struct {
 	// +listType=map
 	// +listMapKey=type
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
+	// periodStart is the start of the period consumed counts.
+	// +optional
+	PeriodStart *metav1.Time `json:"periodStart,omitempty"`
+	// consumed is the card-hours held this period, by the Budget's
+	// accelerator-hours keys, as of consumedTime.
+	// +optional
+	Consumed BudgetResourceList `json:"consumed,omitempty"`
+	// consumedTime is when consumed was counted.
+	// +optional
+	ConsumedTime *metav1.Time `json:"consumedTime,omitempty"`
+	// usage is the card-seconds held this period by InstanceType, as of
+	// consumedTime, whatever the keys.
+	// +optional
+	// +listType=map
+	// +listMapKey=instanceType
+	Usage []BudgetUsage `json:"usage,omitempty"`
+	// folded keeps, by UTC day and InstanceType, the usage of Instances and
+	// Claims deleted since the Budget was made, for the last 31 days.
+	// +optional
+	// +listType=atomic
+	Folded []UsageDay `json:"folded,omitempty"`
+	// foldedUIDs are deleted objects whose usage is in folded and which
+	// are still stored, waiting for their finalizer to go.
+	// +optional
+	// +listType=set
+	FoldedUIDs []types.UID `json:"foldedUIDs,omitempty"`
+}
+
+// BudgetUsage is the card-seconds of one InstanceType this period.
+type BudgetUsage struct {
+	// instanceType the cards are of.
+	InstanceType string `json:"instanceType"`
+	// cardSeconds held this period.
+	CardSeconds resource.Quantity `json:"cardSeconds"`
+	// idleCardSeconds is the part held after the devices were last active.
+	// +optional
+	IdleCardSeconds resource.Quantity `json:"idleCardSeconds,omitempty"`
 }
 
 // BudgetCharge is one admitted charge whose write is in flight.

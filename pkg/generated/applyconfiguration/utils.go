@@ -38,10 +38,14 @@ func ForKind(kind schema.GroupVersionKind) interface{} {
 		return &gpuv1alpha1.BudgetApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("BudgetCharge"):
 		return &gpuv1alpha1.BudgetChargeApplyConfiguration{}
+	case v1alpha1.SchemeGroupVersion.WithKind("BudgetPeriod"):
+		return &gpuv1alpha1.BudgetPeriodApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("BudgetSpec"):
 		return &gpuv1alpha1.BudgetSpecApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("BudgetStatus"):
 		return &gpuv1alpha1.BudgetStatusApplyConfiguration{}
+	case v1alpha1.SchemeGroupVersion.WithKind("BudgetUsage"):
+		return &gpuv1alpha1.BudgetUsageApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("Claim"):
 		return &gpuv1alpha1.ClaimApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("ClaimSpec"):
@@ -98,6 +102,12 @@ func ForKind(kind schema.GroupVersionKind) interface{} {
 		return &gpuv1alpha1.SliceRequestApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("SSHSpec"):
 		return &gpuv1alpha1.SSHSpecApplyConfiguration{}
+	case v1alpha1.SchemeGroupVersion.WithKind("Usage"):
+		return &gpuv1alpha1.UsageApplyConfiguration{}
+	case v1alpha1.SchemeGroupVersion.WithKind("UsageDay"):
+		return &gpuv1alpha1.UsageDayApplyConfiguration{}
+	case v1alpha1.SchemeGroupVersion.WithKind("UsageRun"):
+		return &gpuv1alpha1.UsageRunApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("Workspace"):
 		return &gpuv1alpha1.WorkspaceApplyConfiguration{}
 

@@ -339,8 +339,10 @@ func GetOpenAPIDefinitions(ref common.ReferenceCallback) map[string]common.OpenA
 		v1alpha1.Budget{}.OpenAPIModelName():                       schema_pkg_apis_gpu_v1alpha1_Budget(ref),
 		v1alpha1.BudgetCharge{}.OpenAPIModelName():                 schema_pkg_apis_gpu_v1alpha1_BudgetCharge(ref),
 		v1alpha1.BudgetList{}.OpenAPIModelName():                   schema_pkg_apis_gpu_v1alpha1_BudgetList(ref),
+		v1alpha1.BudgetPeriod{}.OpenAPIModelName():                 schema_pkg_apis_gpu_v1alpha1_BudgetPeriod(ref),
 		v1alpha1.BudgetSpec{}.OpenAPIModelName():                   schema_pkg_apis_gpu_v1alpha1_BudgetSpec(ref),
 		v1alpha1.BudgetStatus{}.OpenAPIModelName():                 schema_pkg_apis_gpu_v1alpha1_BudgetStatus(ref),
+		v1alpha1.BudgetUsage{}.OpenAPIModelName():                  schema_pkg_apis_gpu_v1alpha1_BudgetUsage(ref),
 		v1alpha1.Claim{}.OpenAPIModelName():                        schema_pkg_apis_gpu_v1alpha1_Claim(ref),
 		v1alpha1.ClaimList{}.OpenAPIModelName():                    schema_pkg_apis_gpu_v1alpha1_ClaimList(ref),
 		v1alpha1.ClaimSpec{}.OpenAPIModelName():                    schema_pkg_apis_gpu_v1alpha1_ClaimSpec(ref),
@@ -374,6 +376,9 @@ func GetOpenAPIDefinitions(ref common.ReferenceCallback) map[string]common.OpenA
 		v1alpha1.SSHSpec{}.OpenAPIModelName():                      schema_pkg_apis_gpu_v1alpha1_SSHSpec(ref),
 		v1alpha1.SliceRequest{}.OpenAPIModelName():                 schema_pkg_apis_gpu_v1alpha1_SliceRequest(ref),
 		v1alpha1.SlicedSharing{}.OpenAPIModelName():                schema_pkg_apis_gpu_v1alpha1_SlicedSharing(ref),
+		v1alpha1.Usage{}.OpenAPIModelName():                        schema_pkg_apis_gpu_v1alpha1_Usage(ref),
+		v1alpha1.UsageDay{}.OpenAPIModelName():                     schema_pkg_apis_gpu_v1alpha1_UsageDay(ref),
+		v1alpha1.UsageRun{}.OpenAPIModelName():                     schema_pkg_apis_gpu_v1alpha1_UsageRun(ref),
 		v1alpha1.Workspace{}.OpenAPIModelName():                    schema_pkg_apis_gpu_v1alpha1_Workspace(ref),
 	}
 }
@@ -17620,6 +17625,33 @@ func schema_pkg_apis_gpu_v1alpha1_BudgetList(ref common.ReferenceCallback) commo
 	}
 }
 
+func schema_pkg_apis_gpu_v1alpha1_BudgetPeriod(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "BudgetPeriod is the span accelerator-hours count over. Set one field.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"calendar": {
+						SchemaProps: spec.SchemaProps{
+							Description: "calendar is \"Month\": from the first of the current UTC month.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"rollingDays": {
+						SchemaProps: spec.SchemaProps{
+							Description: "rollingDays counts the last rollingDays UTC days, today included, 1 to 31.",
+							Type:        []string{"integer"},
+							Format:      "int32",
+						},
+					},
+				},
+			},
+		},
+	}
+}
+
 func schema_pkg_apis_gpu_v1alpha1_BudgetSpec(ref common.ReferenceCallback) common.OpenAPIDefinition {
 	return common.OpenAPIDefinition{
 		Schema: spec.Schema{
@@ -17629,7 +17661,7 @@ func schema_pkg_apis_gpu_v1alpha1_BudgetSpec(ref common.ReferenceCallback) commo
 				Properties: map[string]spec.Schema{
 					"hard": {
 						SchemaProps: spec.SchemaProps{
-							Description: "hard limits by key: \"accelerators\" (cards; slices and partitions count as the larger of their memory and compute share of a card), \"accelerator-memory\", \"instances\" (stopped ones too), \"nodeports\" (ports of Instances, stopped ones too), and \"accelerators.<instancetype>\" for one type.",
+							Description: "hard limits by key: \"accelerators\" (cards; slices and partitions count as the larger of their memory and compute share of a card), \"accelerator-memory\", \"instances\" (stopped ones too), \"nodeports\" (ports of Instances, stopped ones too), and \"accelerators.<instancetype>\" for one type; \"accelerator-hours\" and \"accelerator-hours.<instancetype>\" cap card-hours over the period.",
 							Type:        []string{"object"},
 							AdditionalProperties: &spec.SchemaOrBool{
 								Allows: true,
@@ -17641,11 +17673,24 @@ func schema_pkg_apis_gpu_v1alpha1_BudgetSpec(ref common.ReferenceCallback) commo
 							},
 						},
 					},
+					"period": {
+						SchemaProps: spec.SchemaProps{
+							Description: "period is what the accelerator-hours keys count over: a calendar month (the default) or a number of UTC days.",
+							Ref:         ref(v1alpha1.BudgetPeriod{}.OpenAPIModelName()),
+						},
+					},
+					"onExhausted": {
+						SchemaProps: spec.SchemaProps{
+							Description: "onExhausted is what happens once an accelerator-hours key is spent: starts and creates it counts are refused either way; with Stop, kiln-controller also stops the Instances that run on it.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
 				},
 			},
 		},
 		Dependencies: []string{
-			resource.Quantity{}.OpenAPIModelName()},
+			resource.Quantity{}.OpenAPIModelName(), v1alpha1.BudgetPeriod{}.OpenAPIModelName()},
 	}
 }
 
@@ -17726,11 +17771,131 @@ func schema_pkg_apis_gpu_v1alpha1_BudgetStatus(ref common.ReferenceCallback) com
 							},
 						},
 					},
+					"periodStart": {
+						SchemaProps: spec.SchemaProps{
+							Description: "periodStart is the start of the period consumed counts.",
+							Ref:         ref(metav1.Time{}.OpenAPIModelName()),
+						},
+					},
+					"consumed": {
+						SchemaProps: spec.SchemaProps{
+							Description: "consumed is the card-hours held this period, by the Budget's accelerator-hours keys, as of consumedTime.",
+							Type:        []string{"object"},
+							AdditionalProperties: &spec.SchemaOrBool{
+								Allows: true,
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Ref: ref(resource.Quantity{}.OpenAPIModelName()),
+									},
+								},
+							},
+						},
+					},
+					"consumedTime": {
+						SchemaProps: spec.SchemaProps{
+							Description: "consumedTime is when consumed was counted.",
+							Ref:         ref(metav1.Time{}.OpenAPIModelName()),
+						},
+					},
+					"usage": {
+						VendorExtensible: spec.VendorExtensible{
+							Extensions: spec.Extensions{
+								"x-kubernetes-list-map-keys": []interface{}{
+									"instanceType",
+								},
+								"x-kubernetes-list-type": "map",
+							},
+						},
+						SchemaProps: spec.SchemaProps{
+							Description: "usage is the card-seconds held this period by InstanceType, as of consumedTime, whatever the keys.",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Ref: ref(v1alpha1.BudgetUsage{}.OpenAPIModelName()),
+									},
+								},
+							},
+						},
+					},
+					"folded": {
+						VendorExtensible: spec.VendorExtensible{
+							Extensions: spec.Extensions{
+								"x-kubernetes-list-type": "atomic",
+							},
+						},
+						SchemaProps: spec.SchemaProps{
+							Description: "folded keeps, by UTC day and InstanceType, the usage of Instances and Claims deleted since the Budget was made, for the last 31 days.",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Ref: ref(v1alpha1.UsageDay{}.OpenAPIModelName()),
+									},
+								},
+							},
+						},
+					},
+					"foldedUIDs": {
+						VendorExtensible: spec.VendorExtensible{
+							Extensions: spec.Extensions{
+								"x-kubernetes-list-type": "set",
+							},
+						},
+						SchemaProps: spec.SchemaProps{
+							Description: "foldedUIDs are deleted objects whose usage is in folded and which are still stored, waiting for their finalizer to go.",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Type:   []string{"string"},
+										Format: "",
+									},
+								},
+							},
+						},
+					},
 				},
 			},
 		},
 		Dependencies: []string{
-			resource.Quantity{}.OpenAPIModelName(), metav1.Condition{}.OpenAPIModelName(), v1alpha1.BudgetCharge{}.OpenAPIModelName()},
+			resource.Quantity{}.OpenAPIModelName(), metav1.Condition{}.OpenAPIModelName(), metav1.Time{}.OpenAPIModelName(), v1alpha1.BudgetCharge{}.OpenAPIModelName(), v1alpha1.BudgetUsage{}.OpenAPIModelName(), v1alpha1.UsageDay{}.OpenAPIModelName()},
+	}
+}
+
+func schema_pkg_apis_gpu_v1alpha1_BudgetUsage(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "BudgetUsage is the card-seconds of one InstanceType this period.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"instanceType": {
+						SchemaProps: spec.SchemaProps{
+							Description: "instanceType the cards are of.",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"cardSeconds": {
+						SchemaProps: spec.SchemaProps{
+							Description: "cardSeconds held this period.",
+							Ref:         ref(resource.Quantity{}.OpenAPIModelName()),
+						},
+					},
+					"idleCardSeconds": {
+						SchemaProps: spec.SchemaProps{
+							Description: "idleCardSeconds is the part held after the devices were last active.",
+							Ref:         ref(resource.Quantity{}.OpenAPIModelName()),
+						},
+					},
+				},
+				Required: []string{"instanceType", "cardSeconds"},
+			},
+		},
+		Dependencies: []string{
+			resource.Quantity{}.OpenAPIModelName()},
 	}
 }
 
@@ -17967,11 +18132,17 @@ func schema_pkg_apis_gpu_v1alpha1_ClaimStatus(ref common.ReferenceCallback) comm
 							Format:      "int64",
 						},
 					},
+					"usage": {
+						SchemaProps: spec.SchemaProps{
+							Description: "usage is the ledger of the cards the Claim held while Bound or Attached, which the Budgets of its namespace count in accelerator-hours.",
+							Ref:         ref(v1alpha1.Usage{}.OpenAPIModelName()),
+						},
+					},
 				},
 			},
 		},
 		Dependencies: []string{
-			metav1.Condition{}.OpenAPIModelName(), metav1.Time{}.OpenAPIModelName()},
+			metav1.Condition{}.OpenAPIModelName(), metav1.Time{}.OpenAPIModelName(), v1alpha1.Usage{}.OpenAPIModelName()},
 	}
 }
 
@@ -18874,11 +19045,17 @@ func schema_pkg_apis_gpu_v1alpha1_InstanceStatus(ref common.ReferenceCallback) c
 							Ref:         ref(v1alpha1.InstanceActivity{}.OpenAPIModelName()),
 						},
 					},
+					"usage": {
+						SchemaProps: spec.SchemaProps{
+							Description: "usage is the ledger of the cards its Pod held, which the Budgets of its namespace count in accelerator-hours.",
+							Ref:         ref(v1alpha1.Usage{}.OpenAPIModelName()),
+						},
+					},
 				},
 			},
 		},
 		Dependencies: []string{
-			metav1.Condition{}.OpenAPIModelName(), metav1.Time{}.OpenAPIModelName(), v1alpha1.DeviceAllocation{}.OpenAPIModelName(), v1alpha1.InstanceActivity{}.OpenAPIModelName(), v1alpha1.InstancePortStatus{}.OpenAPIModelName()},
+			metav1.Condition{}.OpenAPIModelName(), metav1.Time{}.OpenAPIModelName(), v1alpha1.DeviceAllocation{}.OpenAPIModelName(), v1alpha1.InstanceActivity{}.OpenAPIModelName(), v1alpha1.InstancePortStatus{}.OpenAPIModelName(), v1alpha1.Usage{}.OpenAPIModelName()},
 	}
 }
 
@@ -19686,6 +19863,140 @@ func schema_pkg_apis_gpu_v1alpha1_SlicedSharing(ref common.ReferenceCallback) co
 				},
 			},
 		},
+	}
+}
+
+func schema_pkg_apis_gpu_v1alpha1_Usage(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "Usage is the ledger of one Instance or Claim: the card-seconds its devices were held, by UTC day. kiln-controller writes it from the times the Pod records (bound to its node; deletion asked for or containers ended), never from sampling, so it stays exact across restarts.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"current": {
+						SchemaProps: spec.SchemaProps{
+							Description: "current is the run in progress, if any.",
+							Ref:         ref(v1alpha1.UsageRun{}.OpenAPIModelName()),
+						},
+					},
+					"lastPodUID": {
+						SchemaProps: spec.SchemaProps{
+							Description: "lastPodUID is the Pod of the last run closed: a Pod still terminating does not open another.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"days": {
+						VendorExtensible: spec.VendorExtensible{
+							Extensions: spec.Extensions{
+								"x-kubernetes-list-type": "atomic",
+							},
+						},
+						SchemaProps: spec.SchemaProps{
+							Description: "days are the closed runs' card-seconds by UTC day and InstanceType, for the last 31 days.",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Ref: ref(v1alpha1.UsageDay{}.OpenAPIModelName()),
+									},
+								},
+							},
+						},
+					},
+				},
+			},
+		},
+		Dependencies: []string{
+			v1alpha1.UsageDay{}.OpenAPIModelName(), v1alpha1.UsageRun{}.OpenAPIModelName()},
+	}
+}
+
+func schema_pkg_apis_gpu_v1alpha1_UsageDay(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "UsageDay is the card-seconds held on one UTC day, on one InstanceType.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"date": {
+						SchemaProps: spec.SchemaProps{
+							Description: "date is the UTC day, e.g. 2026-12-06.",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"instanceType": {
+						SchemaProps: spec.SchemaProps{
+							Description: "instanceType the cards are of.",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"cardSeconds": {
+						SchemaProps: spec.SchemaProps{
+							Description: "cardSeconds held that day.",
+							Ref:         ref(resource.Quantity{}.OpenAPIModelName()),
+						},
+					},
+					"idleCardSeconds": {
+						SchemaProps: spec.SchemaProps{
+							Description: "idleCardSeconds is the part of cardSeconds held after the devices were last active in their run.",
+							Ref:         ref(resource.Quantity{}.OpenAPIModelName()),
+						},
+					},
+				},
+				Required: []string{"date", "instanceType", "cardSeconds"},
+			},
+		},
+		Dependencies: []string{
+			resource.Quantity{}.OpenAPIModelName()},
+	}
+}
+
+func schema_pkg_apis_gpu_v1alpha1_UsageRun(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "UsageRun is a run in progress: a Pod holding cards.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"podUID": {
+						SchemaProps: spec.SchemaProps{
+							Description: "podUID is the Pod that holds the cards.",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"instanceType": {
+						SchemaProps: spec.SchemaProps{
+							Description: "instanceType the cards are of.",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"cards": {
+						SchemaProps: spec.SchemaProps{
+							Description: "cards is the share of cards held, as Budgets charge it: a slice or partition by its share.",
+							Ref:         ref(resource.Quantity{}.OpenAPIModelName()),
+						},
+					},
+					"since": {
+						SchemaProps: spec.SchemaProps{
+							Description: "since is when the Pod was bound to its node.",
+							Ref:         ref(metav1.Time{}.OpenAPIModelName()),
+						},
+					},
+				},
+				Required: []string{"podUID", "instanceType", "cards", "since"},
+			},
+		},
+		Dependencies: []string{
+			resource.Quantity{}.OpenAPIModelName(), metav1.Time{}.OpenAPIModelName()},
 	}
 }
 

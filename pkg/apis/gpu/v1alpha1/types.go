@@ -551,6 +551,10 @@ type InstanceStatus struct {
 	// Pod holds.
 	// +optional
 	Activity *InstanceActivity `json:"activity,omitempty" protobuf:"bytes,11,opt,name=activity"`
+	// usage is the ledger of the cards its Pod held, which the Budgets
+	// of its namespace count in accelerator-hours.
+	// +optional
+	Usage *Usage `json:"usage,omitempty" protobuf:"bytes,12,opt,name=usage"`
 }
 
 // InstanceActivity sums up the use of an Instance's devices.
@@ -566,6 +570,52 @@ type InstanceActivity struct {
 	// memoryUsed is the device memory in use, over all its devices.
 	// +optional
 	MemoryUsed *resource.Quantity `json:"memoryUsed,omitempty" protobuf:"bytes,3,opt,name=memoryUsed"`
+}
+
+// Usage is the ledger of one Instance or Claim: the card-seconds its
+// devices were held, by UTC day. kiln-controller writes it from the times
+// the Pod records (bound to its node; deletion asked for or containers
+// ended), never from sampling, so it stays exact across restarts.
+type Usage struct {
+	// current is the run in progress, if any.
+	// +optional
+	Current *UsageRun `json:"current,omitempty" protobuf:"bytes,1,opt,name=current"`
+	// lastPodUID is the Pod of the last run closed: a Pod still
+	// terminating does not open another.
+	// +optional
+	LastPodUID types.UID `json:"lastPodUID,omitempty" protobuf:"bytes,2,opt,name=lastPodUID,casttype=k8s.io/apimachinery/pkg/types.UID"`
+	// days are the closed runs' card-seconds by UTC day and InstanceType,
+	// for the last 31 days.
+	// +optional
+	// +listType=atomic
+	Days []UsageDay `json:"days,omitempty" protobuf:"bytes,3,rep,name=days"`
+}
+
+// UsageRun is a run in progress: a Pod holding cards.
+type UsageRun struct {
+	// podUID is the Pod that holds the cards.
+	PodUID types.UID `json:"podUID" protobuf:"bytes,1,opt,name=podUID,casttype=k8s.io/apimachinery/pkg/types.UID"`
+	// instanceType the cards are of.
+	InstanceType string `json:"instanceType" protobuf:"bytes,2,opt,name=instanceType"`
+	// cards is the share of cards held, as Budgets charge it: a slice or
+	// partition by its share.
+	Cards resource.Quantity `json:"cards" protobuf:"bytes,3,opt,name=cards"`
+	// since is when the Pod was bound to its node.
+	Since metav1.Time `json:"since" protobuf:"bytes,4,opt,name=since"`
+}
+
+// UsageDay is the card-seconds held on one UTC day, on one InstanceType.
+type UsageDay struct {
+	// date is the UTC day, e.g. 2026-12-06.
+	Date string `json:"date" protobuf:"bytes,1,opt,name=date"`
+	// instanceType the cards are of.
+	InstanceType string `json:"instanceType" protobuf:"bytes,2,opt,name=instanceType"`
+	// cardSeconds held that day.
+	CardSeconds resource.Quantity `json:"cardSeconds" protobuf:"bytes,3,opt,name=cardSeconds"`
+	// idleCardSeconds is the part of cardSeconds held after the devices
+	// were last active in their run.
+	// +optional
+	IdleCardSeconds resource.Quantity `json:"idleCardSeconds,omitempty" protobuf:"bytes,4,opt,name=idleCardSeconds"`
 }
 
 // InstancePortStatus is a published port.
@@ -798,6 +848,11 @@ type ClaimStatus struct {
 	// observedGeneration is the generation of the spec this status describes.
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty" protobuf:"varint,7,opt,name=observedGeneration"`
+	// usage is the ledger of the cards the Claim held while Bound or
+	// Attached, which the Budgets of its namespace count in
+	// accelerator-hours.
+	// +optional
+	Usage *Usage `json:"usage,omitempty" protobuf:"bytes,8,opt,name=usage"`
 }
 
 // +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
@@ -848,6 +903,12 @@ const (
 	BudgetNodePorts BudgetResourceName = "nodeports"
 	// BudgetAcceleratorsPerTypePrefix prefixes a per-type card count, "accelerators.<instancetype>".
 	BudgetAcceleratorsPerTypePrefix = "accelerators."
+	// BudgetAcceleratorHours counts card-hours over the Budget's period; a
+	// slice or partition counts as its share of a card.
+	BudgetAcceleratorHours BudgetResourceName = "accelerator-hours"
+	// BudgetAcceleratorHoursPerTypePrefix prefixes a per-type card-hour
+	// count, "accelerator-hours.<instancetype>".
+	BudgetAcceleratorHoursPerTypePrefix = "accelerator-hours."
 )
 
 // BudgetResourceList maps Budget keys to quantities.
@@ -859,10 +920,47 @@ type BudgetSpec struct {
 	// as the larger of their memory and compute share of a card),
 	// "accelerator-memory", "instances" (stopped ones too), "nodeports"
 	// (ports of Instances, stopped ones too), and
-	// "accelerators.<instancetype>" for one type.
+	// "accelerators.<instancetype>" for one type; "accelerator-hours" and
+	// "accelerator-hours.<instancetype>" cap card-hours over the period.
 	// +optional
 	Hard BudgetResourceList `json:"hard,omitempty" protobuf:"bytes,1,rep,name=hard,casttype=BudgetResourceList,castkey=BudgetResourceName"`
+	// period is what the accelerator-hours keys count over: a calendar
+	// month (the default) or a number of UTC days.
+	// +optional
+	Period *BudgetPeriod `json:"period,omitempty" protobuf:"bytes,2,opt,name=period"`
+	// onExhausted is what happens once an accelerator-hours key is spent:
+	// starts and creates it counts are refused either way; with Stop,
+	// kiln-controller also stops the Instances that run on it.
+	// +optional
+	OnExhausted BudgetExhaustedAction `json:"onExhausted,omitempty" protobuf:"bytes,3,opt,name=onExhausted,casttype=BudgetExhaustedAction"`
 }
+
+// BudgetPeriod is the span accelerator-hours count over. Set one field.
+type BudgetPeriod struct {
+	// calendar is "Month": from the first of the current UTC month.
+	// +optional
+	Calendar BudgetCalendar `json:"calendar,omitempty" protobuf:"bytes,1,opt,name=calendar,casttype=BudgetCalendar"`
+	// rollingDays counts the last rollingDays UTC days, today included,
+	// 1 to 31.
+	// +optional
+	RollingDays int32 `json:"rollingDays,omitempty" protobuf:"varint,2,opt,name=rollingDays"`
+}
+
+// BudgetCalendar is a calendar period.
+type BudgetCalendar string
+
+// BudgetCalendarMonth is the UTC calendar month.
+const BudgetCalendarMonth BudgetCalendar = "Month"
+
+// BudgetExhaustedAction is what a spent accelerator-hours key does.
+type BudgetExhaustedAction string
+
+const (
+	// BudgetExhaustedRefuse refuses starts and creates; what runs runs on.
+	BudgetExhaustedRefuse BudgetExhaustedAction = "Refuse"
+	// BudgetExhaustedStop also stops the Instances that run on the key.
+	BudgetExhaustedStop BudgetExhaustedAction = "Stop"
+)
 
 // BudgetStatus is what is charged now.
 type BudgetStatus struct {
@@ -893,18 +991,60 @@ type BudgetStatus struct {
 	// +listType=map
 	// +listMapKey=type
 	Conditions []metav1.Condition `json:"conditions,omitempty" protobuf:"bytes,4,rep,name=conditions"`
+	// periodStart is the start of the period consumed counts.
+	// +optional
+	PeriodStart *metav1.Time `json:"periodStart,omitempty" protobuf:"bytes,5,opt,name=periodStart"`
+	// consumed is the card-hours held this period, by the Budget's
+	// accelerator-hours keys, as of consumedTime.
+	// +optional
+	Consumed BudgetResourceList `json:"consumed,omitempty" protobuf:"bytes,6,rep,name=consumed,casttype=BudgetResourceList,castkey=BudgetResourceName"`
+	// consumedTime is when consumed was counted.
+	// +optional
+	ConsumedTime *metav1.Time `json:"consumedTime,omitempty" protobuf:"bytes,7,opt,name=consumedTime"`
+	// usage is the card-seconds held this period by InstanceType, as of
+	// consumedTime, whatever the keys.
+	// +optional
+	// +listType=map
+	// +listMapKey=instanceType
+	Usage []BudgetUsage `json:"usage,omitempty" protobuf:"bytes,8,rep,name=usage"`
+	// folded keeps, by UTC day and InstanceType, the usage of Instances and
+	// Claims deleted since the Budget was made, for the last 31 days.
+	// +optional
+	// +listType=atomic
+	Folded []UsageDay `json:"folded,omitempty" protobuf:"bytes,9,rep,name=folded"`
+	// foldedUIDs are deleted objects whose usage is in folded and which
+	// are still stored, waiting for their finalizer to go.
+	// +optional
+	// +listType=set
+	FoldedUIDs []types.UID `json:"foldedUIDs,omitempty" protobuf:"bytes,10,rep,name=foldedUIDs,casttype=k8s.io/apimachinery/pkg/types.UID"`
 }
 
 // Budget condition types and reasons.
 const (
 	BudgetConditionGuarded = "Guarded"
 	BudgetConditionCounted = "Counted"
+	// BudgetConditionExhausted is True while an accelerator-hours key is
+	// spent.
+	BudgetConditionExhausted = "Exhausted"
 
 	BudgetReasonNamespaceGuarded    = "NamespaceGuarded"
 	BudgetReasonNamespaceNotGuarded = "NamespaceNotGuarded"
 	BudgetReasonAllPriced           = "AllPriced"
 	BudgetReasonUnpriced            = "Unpriced"
+	BudgetReasonHoursLeft           = "HoursLeft"
+	BudgetReasonHoursSpent          = "HoursSpent"
 )
+
+// BudgetUsage is the card-seconds of one InstanceType this period.
+type BudgetUsage struct {
+	// instanceType the cards are of.
+	InstanceType string `json:"instanceType" protobuf:"bytes,1,opt,name=instanceType"`
+	// cardSeconds held this period.
+	CardSeconds resource.Quantity `json:"cardSeconds" protobuf:"bytes,2,opt,name=cardSeconds"`
+	// idleCardSeconds is the part held after the devices were last active.
+	// +optional
+	IdleCardSeconds resource.Quantity `json:"idleCardSeconds,omitempty" protobuf:"bytes,3,opt,name=idleCardSeconds"`
+}
 
 // BudgetCharge is one admitted charge whose write is in flight.
 type BudgetCharge struct {

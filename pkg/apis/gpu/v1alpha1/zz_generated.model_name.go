@@ -42,6 +42,11 @@ func (in BudgetList) OpenAPIModelName() string {
 }
 
 // OpenAPIModelName returns the OpenAPI model name for this type.
+func (in BudgetPeriod) OpenAPIModelName() string {
+	return "dev.kiln.gpu.v1alpha1.BudgetPeriod"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
 func (in BudgetSpec) OpenAPIModelName() string {
 	return "dev.kiln.gpu.v1alpha1.BudgetSpec"
 }
@@ -49,6 +54,11 @@ func (in BudgetSpec) OpenAPIModelName() string {
 // OpenAPIModelName returns the OpenAPI model name for this type.
 func (in BudgetStatus) OpenAPIModelName() string {
 	return "dev.kiln.gpu.v1alpha1.BudgetStatus"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
+func (in BudgetUsage) OpenAPIModelName() string {
+	return "dev.kiln.gpu.v1alpha1.BudgetUsage"
 }
 
 // OpenAPIModelName returns the OpenAPI model name for this type.
@@ -214,6 +224,21 @@ func (in SliceRequest) OpenAPIModelName() string {
 // OpenAPIModelName returns the OpenAPI model name for this type.
 func (in SlicedSharing) OpenAPIModelName() string {
 	return "dev.kiln.gpu.v1alpha1.SlicedSharing"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
+func (in Usage) OpenAPIModelName() string {
+	return "dev.kiln.gpu.v1alpha1.Usage"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
+func (in UsageDay) OpenAPIModelName() string {
+	return "dev.kiln.gpu.v1alpha1.UsageDay"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
+func (in UsageRun) OpenAPIModelName() string {
+	return "dev.kiln.gpu.v1alpha1.UsageRun"
 }
 
 // OpenAPIModelName returns the OpenAPI model name for this type.

@@ -1,6 +1,7 @@
 package validation
 
 import (
+	"fmt"
 	"sort"
 	"strings"
 
@@ -21,19 +22,46 @@ var supportedBudgetKeys = []string{
 	string(gpu.BudgetInstances),
 	string(gpu.BudgetNodePorts),
 	gpu.BudgetAcceleratorsPerTypePrefix + "<instancetype>",
+	string(gpu.BudgetAcceleratorHours),
+	gpu.BudgetAcceleratorHoursPerTypePrefix + "<instancetype>",
 }
+
+// MaxRollingDays is the longest rolling period: the ledgers of Instances,
+// Claims and Budgets keep 31 days.
+const MaxRollingDays = 31
 
 // ValidateBudget validates a new Budget.
 func ValidateBudget(obj *gpu.Budget) field.ErrorList {
 	allErrs := apivalidation.ValidateObjectMeta(&obj.ObjectMeta, true, apivalidation.NameIsDNSSubdomain, field.NewPath("metadata"))
-	return append(allErrs, validateBudgetResourceList(obj.Spec.Hard, field.NewPath("spec", "hard"))...)
+	return append(allErrs, validateBudgetSpec(&obj.Spec, field.NewPath("spec"))...)
+}
+
+func validateBudgetSpec(spec *gpu.BudgetSpec, fldPath *field.Path) field.ErrorList {
+	allErrs := validateBudgetResourceList(spec.Hard, fldPath.Child("hard"))
+	if p := spec.Period; p != nil {
+		pp := fldPath.Child("period")
+		switch {
+		case p.Calendar != "" && p.RollingDays != 0:
+			allErrs = append(allErrs, field.Invalid(pp, p, "set calendar or rollingDays, not both"))
+		case p.Calendar != "" && p.Calendar != gpu.BudgetCalendarMonth:
+			allErrs = append(allErrs, field.NotSupported(pp.Child("calendar"), p.Calendar, []string{string(gpu.BudgetCalendarMonth)}))
+		case p.Calendar == "" && (p.RollingDays < 1 || p.RollingDays > MaxRollingDays):
+			allErrs = append(allErrs, field.Invalid(pp.Child("rollingDays"), p.RollingDays, fmt.Sprintf("must be 1 to %d days, e.g. 7", MaxRollingDays)))
+		}
+	}
+	switch spec.OnExhausted {
+	case "", gpu.BudgetExhaustedRefuse, gpu.BudgetExhaustedStop:
+	default:
+		allErrs = append(allErrs, field.NotSupported(fldPath.Child("onExhausted"), spec.OnExhausted, []string{string(gpu.BudgetExhaustedRefuse), string(gpu.BudgetExhaustedStop)}))
+	}
+	return allErrs
 }
 
 // ValidateBudgetUpdate validates an update of a Budget's metadata and spec.
 // Limits may change at any time; they apply from the next charge.
 func ValidateBudgetUpdate(obj, old *gpu.Budget) field.ErrorList {
 	allErrs := apivalidation.ValidateObjectMetaUpdate(&obj.ObjectMeta, &old.ObjectMeta, field.NewPath("metadata"))
-	return append(allErrs, validateBudgetResourceList(obj.Spec.Hard, field.NewPath("spec", "hard"))...)
+	return append(allErrs, validateBudgetSpec(&obj.Spec, field.NewPath("spec"))...)
 }
 
 // ValidateBudgetStatusUpdate validates an update of a Budget's status.
@@ -42,6 +70,7 @@ func ValidateBudgetStatusUpdate(obj, old *gpu.Budget) field.ErrorList {
 	allErrs := apivalidation.ValidateObjectMetaUpdate(&obj.ObjectMeta, &old.ObjectMeta, field.NewPath("metadata"))
 	allErrs = append(allErrs, validateBudgetResourceList(obj.Status.Hard, statusPath.Child("hard"))...)
 	allErrs = append(allErrs, validateBudgetResourceList(obj.Status.Used, statusPath.Child("used"))...)
+	allErrs = append(allErrs, validateBudgetResourceList(obj.Status.Consumed, statusPath.Child("consumed"))...)
 	seen := map[types.UID]bool{}
 	for i, c := range obj.Status.Pending {
 		p := statusPath.Child("pending").Index(i)
@@ -97,19 +126,23 @@ func validateBudgetResourceList(list gpu.BudgetResourceList, fldPath *field.Path
 
 func validateBudgetKey(k string, keyPath *field.Path) field.ErrorList {
 	switch gpu.BudgetResourceName(k) {
-	case gpu.BudgetAccelerators, gpu.BudgetAcceleratorMemory, gpu.BudgetInstances, gpu.BudgetNodePorts:
+	case gpu.BudgetAccelerators, gpu.BudgetAcceleratorMemory, gpu.BudgetInstances, gpu.BudgetNodePorts, gpu.BudgetAcceleratorHours:
 		return nil
 	}
-	typeName, ok := strings.CutPrefix(k, gpu.BudgetAcceleratorsPerTypePrefix)
+	prefix := gpu.BudgetAcceleratorHoursPerTypePrefix
+	typeName, ok := strings.CutPrefix(k, prefix)
 	if !ok {
-		return field.ErrorList{field.NotSupported(keyPath, k, supportedBudgetKeys)}
+		prefix = gpu.BudgetAcceleratorsPerTypePrefix
+		if typeName, ok = strings.CutPrefix(k, prefix); !ok {
+			return field.ErrorList{field.NotSupported(keyPath, k, supportedBudgetKeys)}
+		}
 	}
 	if typeName == "" {
-		return field.ErrorList{field.Invalid(keyPath, k, "must name an InstanceType after \"accelerators.\", e.g. accelerators.h100-80gb")}
+		return field.ErrorList{field.Invalid(keyPath, k, fmt.Sprintf("must name an InstanceType after %q, e.g. %sh100-80gb", prefix, prefix))}
 	}
 	var allErrs field.ErrorList
 	for _, msg := range utilvalidation.IsDNS1123Subdomain(typeName) {
-		allErrs = append(allErrs, field.Invalid(keyPath, k, "the part after \"accelerators.\" must be the name of an InstanceType: "+msg))
+		allErrs = append(allErrs, field.Invalid(keyPath, k, fmt.Sprintf("the part after %q must be the name of an InstanceType: %s", prefix, msg)))
 	}
 	return allErrs
 }

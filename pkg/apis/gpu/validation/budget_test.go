@@ -37,6 +37,16 @@ func TestValidateBudget(t *testing.T) {
 		{name: "fractional accelerators count slices", mutate: func(o *gpu.Budget) { o.Spec.Hard[gpu.BudgetAccelerators] = qty("1500m") }},
 		{name: "instances with a suffix", mutate: func(o *gpu.Budget) { o.Spec.Hard[gpu.BudgetInstances] = qty("1k") }},
 		{name: "nodeports", mutate: func(o *gpu.Budget) { o.Spec.Hard[gpu.BudgetNodePorts] = qty("16") }},
+		{name: "accelerator-hours over a month, stopping", mutate: func(o *gpu.Budget) {
+			o.Spec.Hard[gpu.BudgetAcceleratorHours] = qty("100")
+			o.Spec.Hard["accelerator-hours.h100-80gb"] = qty("12.5")
+			o.Spec.Period = &gpu.BudgetPeriod{Calendar: gpu.BudgetCalendarMonth}
+			o.Spec.OnExhausted = gpu.BudgetExhaustedStop
+		}},
+		{name: "accelerator-hours over 7 days", mutate: func(o *gpu.Budget) {
+			o.Spec.Hard[gpu.BudgetAcceleratorHours] = qty("100")
+			o.Spec.Period = &gpu.BudgetPeriod{RollingDays: 7}
+		}},
 
 		{name: "namespace missing", mutate: func(o *gpu.Budget) { o.Namespace = "" },
 			want: field.ErrorList{{Type: field.ErrorTypeRequired, Field: "metadata.namespace"}}},
@@ -66,6 +76,19 @@ func TestValidateBudget(t *testing.T) {
 			{Type: field.ErrorTypeInvalid, Field: "spec.hard[accelerator-memory]"},
 			{Type: field.ErrorTypeInvalid, Field: "spec.hard[accelerators.h100-80gb]"},
 		}},
+		{name: "per-type hours key without a type", mutate: func(o *gpu.Budget) { o.Spec.Hard["accelerator-hours."] = qty("1") },
+			want: field.ErrorList{{Type: field.ErrorTypeInvalid, Field: "spec.hard[accelerator-hours.]"}}},
+		{name: "both periods", mutate: func(o *gpu.Budget) {
+			o.Spec.Period = &gpu.BudgetPeriod{Calendar: gpu.BudgetCalendarMonth, RollingDays: 7}
+		}, want: field.ErrorList{{Type: field.ErrorTypeInvalid, Field: "spec.period"}}},
+		{name: "unknown calendar", mutate: func(o *gpu.Budget) { o.Spec.Period = &gpu.BudgetPeriod{Calendar: "Week"} },
+			want: field.ErrorList{{Type: field.ErrorTypeNotSupported, Field: "spec.period.calendar"}}},
+		{name: "rolling days past the ledger", mutate: func(o *gpu.Budget) { o.Spec.Period = &gpu.BudgetPeriod{RollingDays: 32} },
+			want: field.ErrorList{{Type: field.ErrorTypeInvalid, Field: "spec.period.rollingDays"}}},
+		{name: "empty period", mutate: func(o *gpu.Budget) { o.Spec.Period = &gpu.BudgetPeriod{} },
+			want: field.ErrorList{{Type: field.ErrorTypeInvalid, Field: "spec.period.rollingDays"}}},
+		{name: "unknown onExhausted", mutate: func(o *gpu.Budget) { o.Spec.OnExhausted = "Delete" },
+			want: field.ErrorList{{Type: field.ErrorTypeNotSupported, Field: "spec.onExhausted"}}},
 		{name: "instances fractional", mutate: func(o *gpu.Budget) { o.Spec.Hard[gpu.BudgetInstances] = qty("1500m") },
 			want: field.ErrorList{{Type: field.ErrorTypeInvalid, Field: "spec.hard[instances]"}}},
 		{name: "nodeports fractional", mutate: func(o *gpu.Budget) { o.Spec.Hard[gpu.BudgetNodePorts] = qty("1500m") },

@@ -31,8 +31,16 @@ type BudgetSpecApplyConfiguration struct {
 	// as the larger of their memory and compute share of a card),
 	// "accelerator-memory", "instances" (stopped ones too), "nodeports"
 	// (ports of Instances, stopped ones too), and
-	// "accelerators.<instancetype>" for one type.
+	// "accelerators.<instancetype>" for one type; "accelerator-hours" and
+	// "accelerator-hours.<instancetype>" cap card-hours over the period.
 	Hard *gpuv1alpha1.BudgetResourceList `json:"hard,omitempty"`
+	// period is what the accelerator-hours keys count over: a calendar
+	// month (the default) or a number of UTC days.
+	Period *BudgetPeriodApplyConfiguration `json:"period,omitempty"`
+	// onExhausted is what happens once an accelerator-hours key is spent:
+	// starts and creates it counts are refused either way; with Stop,
+	// kiln-controller also stops the Instances that run on it.
+	OnExhausted *gpuv1alpha1.BudgetExhaustedAction `json:"onExhausted,omitempty"`
 }
 
 // BudgetSpecApplyConfiguration constructs a declarative configuration of the BudgetSpec type for use with
@@ -46,5 +54,21 @@ func BudgetSpec() *BudgetSpecApplyConfiguration {
 // If called multiple times, the Hard field is set to the value of the last call.
 func (b *BudgetSpecApplyConfiguration) WithHard(value gpuv1alpha1.BudgetResourceList) *BudgetSpecApplyConfiguration {
 	b.Hard = &value
+	return b
+}
+
+// WithPeriod sets the Period field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Period field is set to the value of the last call.
+func (b *BudgetSpecApplyConfiguration) WithPeriod(value *BudgetPeriodApplyConfiguration) *BudgetSpecApplyConfiguration {
+	b.Period = value
+	return b
+}
+
+// WithOnExhausted sets the OnExhausted field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the OnExhausted field is set to the value of the last call.
+func (b *BudgetSpecApplyConfiguration) WithOnExhausted(value gpuv1alpha1.BudgetExhaustedAction) *BudgetSpecApplyConfiguration {
+	b.OnExhausted = &value
 	return b
 }

@@ -19,6 +19,8 @@ limitations under the License.
 package v1alpha1
 
 import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	types "k8s.io/apimachinery/pkg/types"
 	v1 "k8s.io/client-go/applyconfigurations/meta/v1"
 	gpuv1alpha1 "kiln.dev/kiln/pkg/apis/gpu/v1alpha1"
 )
@@ -47,6 +49,22 @@ type BudgetStatusApplyConfiguration struct {
 	// removed from the type since); it is then counted as the whole cards
 	// it runs on, and the message names it.
 	Conditions []v1.ConditionApplyConfiguration `json:"conditions,omitempty"`
+	// periodStart is the start of the period consumed counts.
+	PeriodStart *metav1.Time `json:"periodStart,omitempty"`
+	// consumed is the card-hours held this period, by the Budget's
+	// accelerator-hours keys, as of consumedTime.
+	Consumed *gpuv1alpha1.BudgetResourceList `json:"consumed,omitempty"`
+	// consumedTime is when consumed was counted.
+	ConsumedTime *metav1.Time `json:"consumedTime,omitempty"`
+	// usage is the card-seconds held this period by InstanceType, as of
+	// consumedTime, whatever the keys.
+	Usage []BudgetUsageApplyConfiguration `json:"usage,omitempty"`
+	// folded keeps, by UTC day and InstanceType, the usage of Instances and
+	// Claims deleted since the Budget was made, for the last 31 days.
+	Folded []UsageDayApplyConfiguration `json:"folded,omitempty"`
+	// foldedUIDs are deleted objects whose usage is in folded and which
+	// are still stored, waiting for their finalizer to go.
+	FoldedUIDs []types.UID `json:"foldedUIDs,omitempty"`
 }
 
 // BudgetStatusApplyConfiguration constructs a declarative configuration of the BudgetStatus type for use with
@@ -93,6 +111,66 @@ func (b *BudgetStatusApplyConfiguration) WithConditions(values ...*v1.ConditionA
 			panic("nil value passed to WithConditions")
 		}
 		b.Conditions = append(b.Conditions, *values[i])
+	}
+	return b
+}
+
+// WithPeriodStart sets the PeriodStart field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the PeriodStart field is set to the value of the last call.
+func (b *BudgetStatusApplyConfiguration) WithPeriodStart(value metav1.Time) *BudgetStatusApplyConfiguration {
+	b.PeriodStart = &value
+	return b
+}
+
+// WithConsumed sets the Consumed field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Consumed field is set to the value of the last call.
+func (b *BudgetStatusApplyConfiguration) WithConsumed(value gpuv1alpha1.BudgetResourceList) *BudgetStatusApplyConfiguration {
+	b.Consumed = &value
+	return b
+}
+
+// WithConsumedTime sets the ConsumedTime field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the ConsumedTime field is set to the value of the last call.
+func (b *BudgetStatusApplyConfiguration) WithConsumedTime(value metav1.Time) *BudgetStatusApplyConfiguration {
+	b.ConsumedTime = &value
+	return b
+}
+
+// WithUsage adds the given value to the Usage field in the declarative configuration
+// and returns the receiver, so that objects can be build by chaining "With" function invocations.
+// If called multiple times, values provided by each call will be appended to the Usage field.
+func (b *BudgetStatusApplyConfiguration) WithUsage(values ...*BudgetUsageApplyConfiguration) *BudgetStatusApplyConfiguration {
+	for i := range values {
+		if values[i] == nil {
+			panic("nil value passed to WithUsage")
+		}
+		b.Usage = append(b.Usage, *values[i])
+	}
+	return b
+}
+
+// WithFolded adds the given value to the Folded field in the declarative configuration
+// and returns the receiver, so that objects can be build by chaining "With" function invocations.
+// If called multiple times, values provided by each call will be appended to the Folded field.
+func (b *BudgetStatusApplyConfiguration) WithFolded(values ...*UsageDayApplyConfiguration) *BudgetStatusApplyConfiguration {
+	for i := range values {
+		if values[i] == nil {
+			panic("nil value passed to WithFolded")
+		}
+		b.Folded = append(b.Folded, *values[i])
+	}
+	return b
+}
+
+// WithFoldedUIDs adds the given value to the FoldedUIDs field in the declarative configuration
+// and returns the receiver, so that objects can be build by chaining "With" function invocations.
+// If called multiple times, values provided by each call will be appended to the FoldedUIDs field.
+func (b *BudgetStatusApplyConfiguration) WithFoldedUIDs(values ...types.UID) *BudgetStatusApplyConfiguration {
+	for i := range values {
+		b.FoldedUIDs = append(b.FoldedUIDs, values[i])
 	}
 	return b
 }

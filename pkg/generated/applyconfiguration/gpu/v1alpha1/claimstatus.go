@@ -45,6 +45,10 @@ type ClaimStatusApplyConfiguration struct {
 	Conditions []metav1.ConditionApplyConfiguration `json:"conditions,omitempty"`
 	// observedGeneration is the generation of the spec this status describes.
 	ObservedGeneration *int64 `json:"observedGeneration,omitempty"`
+	// usage is the ledger of the cards the Claim held while Bound or
+	// Attached, which the Budgets of its namespace count in
+	// accelerator-hours.
+	Usage *UsageApplyConfiguration `json:"usage,omitempty"`
 }
 
 // ClaimStatusApplyConfiguration constructs a declarative configuration of the ClaimStatus type for use with
@@ -113,5 +117,13 @@ func (b *ClaimStatusApplyConfiguration) WithConditions(values ...*metav1.Conditi
 // If called multiple times, the ObservedGeneration field is set to the value of the last call.
 func (b *ClaimStatusApplyConfiguration) WithObservedGeneration(value int64) *ClaimStatusApplyConfiguration {
 	b.ObservedGeneration = &value
+	return b
+}
+
+// WithUsage sets the Usage field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Usage field is set to the value of the last call.
+func (b *ClaimStatusApplyConfiguration) WithUsage(value *UsageApplyConfiguration) *ClaimStatusApplyConfiguration {
+	b.Usage = value
 	return b
 }

@@ -52,6 +52,9 @@ type InstanceStatusApplyConfiguration struct {
 	// activity is what the node agent reports of the devices the Instance's
 	// Pod holds.
 	Activity *InstanceActivityApplyConfiguration `json:"activity,omitempty"`
+	// usage is the ledger of the cards its Pod held, which the Budgets
+	// of its namespace count in accelerator-hours.
+	Usage *UsageApplyConfiguration `json:"usage,omitempty"`
 }
 
 // InstanceStatusApplyConfiguration constructs a declarative configuration of the InstanceStatus type for use with
@@ -164,5 +167,13 @@ func (b *InstanceStatusApplyConfiguration) WithStartTime(value metav1.Time) *Ins
 // If called multiple times, the Activity field is set to the value of the last call.
 func (b *InstanceStatusApplyConfiguration) WithActivity(value *InstanceActivityApplyConfiguration) *InstanceStatusApplyConfiguration {
 	b.Activity = value
+	return b
+}
+
+// WithUsage sets the Usage field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Usage field is set to the value of the last call.
+func (b *InstanceStatusApplyConfiguration) WithUsage(value *UsageApplyConfiguration) *InstanceStatusApplyConfiguration {
+	b.Usage = value
 	return b
 }
