@@ -75,6 +75,7 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) (time.Durat
 	if err != nil {
 		return 0, err
 	}
+	c.observeUsage(s, holding(s.st.Phase))
 	return s.after, c.writeStatus(ctx, cl, s)
 }
 
@@ -568,8 +569,18 @@ func (c *Controller) finalize(ctx context.Context, s *step) error {
 	if err != nil {
 		return err
 	}
+	// Held until the holder is gone; the run closes before the finalizer
+	// goes, and kiln-apiserver then folds the ledger into the Budgets.
+	c.observeUsage(s, !gone && holding(s.st.Phase))
 	if !gone {
 		return c.writeStatus(ctx, cl, s)
+	}
+	if !equality.Semantic.DeepEqual(cl.Status.Usage, s.st.Usage) {
+		cp := cl.DeepCopy()
+		cp.Status.Usage = s.st.Usage
+		if cl, err = c.kiln.GpuV1alpha1().Claims(cl.Namespace).UpdateStatus(ctx, cp, metav1.UpdateOptions{FieldManager: FieldManager}); err != nil {
+			return client404(err)
+		}
 	}
 	cp := cl.DeepCopy()
 	cp.Finalizers = slices.DeleteFunc(cp.Finalizers, func(f string) bool { return f == v1alpha1.ClaimFinalizer })

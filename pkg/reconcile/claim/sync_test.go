@@ -281,6 +281,9 @@ func held(cl *v1alpha1.Claim, node string) (*v1alpha1.Claim, *corev1.Pod) {
 	if cl.Spec.ExpireAfter != nil {
 		cl.Status.ExpiresAt = ptr.To(metav1.NewTime(start.Add(cl.Spec.ExpireAfter.Duration)))
 	}
+	// Accounted since it was bound.
+	cl.Status.Usage = &v1alpha1.Usage{Current: &v1alpha1.UsageRun{PodUID: cl.UID + "@0", InstanceType: cl.Spec.Type,
+		Cards: *resource.NewQuantity(int64(ptr.Deref(cl.Spec.Accelerators, 1)), resource.DecimalSI), Since: metav1.NewTime(start)}}
 	h := handover.RenderHolder(cl, h100(), node, ask, "pause")
 	h.UID = "holder-1"
 	h.Spec.NodeName = node

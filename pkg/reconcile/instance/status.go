@@ -5,6 +5,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	corev1 "k8s.io/api/core/v1"
@@ -76,6 +77,10 @@ type observed struct {
 	// idleStoppedAt when; "" when it did not.
 	idleStopped   string
 	idleStoppedAt metav1.Time
+	// podDeletedAt is when this sync asked for the Pod's deletion.
+	podDeletedAt time.Time
+	// usage is the ledger after this sync; nil keeps the stored one.
+	usage *v1alpha1.Usage
 }
 
 type problem struct {
@@ -116,6 +121,10 @@ func computeStatus(o observed) v1alpha1.InstanceStatus {
 	}
 	if !inst.Spec.Stopped {
 		st.Activity = o.activity
+	}
+	st.Usage = inst.Status.Usage
+	if o.usage != nil {
+		st.Usage = o.usage
 	}
 	switch {
 	case o.idleStopped != "":

@@ -116,6 +116,7 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) (time.Durat
 	if err := c.observeNode(&o); err != nil {
 		return 0, err
 	}
+	observeUsage(&o, t, c.now())
 	if inst.Spec.Stopped {
 		// A Pod on its way out is looked at again when it should be gone.
 		var left time.Duration
@@ -147,6 +148,7 @@ func (c *Controller) syncWorkload(ctx context.Context, o *observed, t *v1alpha1.
 				if err := c.deletePod(ctx, pod); err != nil {
 					return 0, err
 				}
+				o.podDeletedAt = c.now()
 			}
 		}
 	case o.problem != nil:
@@ -474,7 +476,11 @@ func (c *Controller) finalize(ctx context.Context, inst *v1alpha1.Instance, pod 
 		// Deleting is worth showing only while there is a Pod to wait for.
 		overdue, left := c.podOverdue(pod)
 		after = left
-		if err := c.writeStatus(ctx, inst, computeStatus(observed{inst: inst, pod: pod, svc: svc, podOverdue: overdue})); err != nil {
+		o := observed{inst: inst, pod: pod, svc: svc, podOverdue: overdue}
+		// The ledger counts the Pod until its deletion is asked for: the
+		// run closes with the Pod's own record of when that was.
+		observeUsage(&o, nil, c.now())
+		if err := c.writeStatus(ctx, inst, computeStatus(o)); err != nil {
 			return 0, err
 		}
 		if pod.DeletionTimestamp == nil {
@@ -505,6 +511,14 @@ func (c *Controller) finalize(ctx context.Context, inst *v1alpha1.Instance, pod 
 	if live, err := c.livePod(ctx, inst); err != nil || live != nil {
 		// Its add event, and then its deletion, wake us.
 		return 0, err
+	}
+	// A run still open closes before the finalizer goes: once it has,
+	// kiln-apiserver folds the ledger into the namespace's Budgets.
+	if o := (observed{inst: inst, svc: svc}); inst.Status.Usage != nil && inst.Status.Usage.Current != nil {
+		observeUsage(&o, nil, c.now())
+		if err := c.writeStatus(ctx, inst, computeStatus(o)); err != nil {
+			return 0, err
+		}
 	}
 	// A JSON patch with a test takes off exactly our finalizer, without a
 	// read first and without a conflict with writes to other fields.
