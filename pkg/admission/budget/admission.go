@@ -32,6 +32,7 @@ import (
 	"kiln.dev/kiln/pkg/apis/gpu/v1alpha1"
 	"kiln.dev/kiln/pkg/domain/accounting"
 	"kiln.dev/kiln/pkg/domain/instancechange"
+	"kiln.dev/kiln/pkg/domain/ledger"
 	"kiln.dev/kiln/pkg/generated/clientset/versioned"
 	informers "kiln.dev/kiln/pkg/generated/informers/externalversions"
 	listers "kiln.dev/kiln/pkg/generated/listers/gpu/v1alpha1"
@@ -147,7 +148,7 @@ func (p *Plugin) Validate(ctx context.Context, a admission.Attributes, _ admissi
 	}
 	var affected []*gpu.Budget
 	for i := range all {
-		if b := &all[i]; names(b.Spec.Hard, req.delta) {
+		if b := &all[i]; names(b.Spec.Hard, req.delta) || len(hoursCharged(b.Spec.Hard, req.delta)) > 0 {
 			affected = append(affected, b)
 		}
 	}
@@ -293,6 +294,9 @@ func (p *Plugin) charge(ctx context.Context, a admission.Attributes, b *gpu.Budg
 	recounted := false
 	for attempt := 0; attempt < maxAttempts; attempt++ {
 		over := exceeds(b, req.delta)
+		if over == "" {
+			over = spent(b, req.delta, p.now())
+		}
 		// Count what runs first when the Budget has not counted a key
 		// yet, or before a refusal: status.used lags a release (an
 		// Instance reported Stopped a moment ago, which its owner may
@@ -314,8 +318,9 @@ func (p *Plugin) charge(ctx context.Context, a admission.Attributes, b *gpu.Budg
 		if over != "" {
 			return nil, admission.NewForbidden(a, fmt.Errorf("%s", over))
 		}
-		if a.IsDryRun() {
-			// Checked, never charged.
+		if a.IsDryRun() || !names(b.Spec.Hard, req.delta) {
+			// Checked, never charged: a dry run, or a Budget that limits
+			// only the hours the write will spend.
 			return nil, nil
 		}
 		updated := b.DeepCopy()
@@ -411,6 +416,62 @@ func exceeds(b *gpu.Budget, delta gpu.BudgetResourceList) string {
 		if total.Cmp(hard) > 0 {
 			return fmt.Sprintf("exceeds budget %q: %s used %s + requested %s > hard %s", b.Name, k, used.String(), asked.String(), hard.String())
 		}
+	}
+	return ""
+}
+
+// hoursCharged maps each accelerator-hours key of hard that the delta
+// spends to the card key it spends it by: accelerator-hours by
+// accelerators, accelerator-hours.<type> by accelerators.<type>.
+func hoursCharged(hard, delta gpu.BudgetResourceList) map[gpu.BudgetResourceName]gpu.BudgetResourceName {
+	out := map[gpu.BudgetResourceName]gpu.BudgetResourceName{}
+	for k := range hard {
+		typ, ok := ledger.HoursKey(v1alpha1.BudgetResourceName(k))
+		if !ok {
+			continue
+		}
+		cards := gpu.BudgetAccelerators
+		if typ != "" {
+			cards = gpu.BudgetResourceName(gpu.BudgetAcceleratorsPerTypePrefix + typ)
+		}
+		if q, ok := delta[cards]; ok && q.Sign() > 0 {
+			out[k] = cards
+		}
+	}
+	return out
+}
+
+// spent describes the first accelerator-hours key the delta would spend
+// past its limit, or "". Status.consumed is as of consumedTime; what is
+// charged now (status.used) is taken to have run since, which can only
+// overstate it: a refusal comes after a recount that brings both up to
+// date.
+func spent(b *gpu.Budget, delta gpu.BudgetResourceList, now time.Time) string {
+	charged := hoursCharged(b.Spec.Hard, delta)
+	keys := make([]gpu.BudgetResourceName, 0, len(charged))
+	for k := range charged {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		hard := b.Spec.Hard[k]
+		consumed := b.Status.Consumed[k]
+		held := ledger.HoursOf(consumed)
+		if t := b.Status.ConsumedTime; t != nil && now.After(t.Time) {
+			rate := b.Status.Used[charged[k]]
+			held += rate.MilliValue() * int64(now.Sub(t.Time)/time.Second)
+		}
+		if held < ledger.HoursOf(hard) {
+			continue
+		}
+		var period *v1alpha1.BudgetPeriod
+		if p := b.Spec.Period; p != nil {
+			period = &v1alpha1.BudgetPeriod{Calendar: v1alpha1.BudgetCalendar(p.Calendar), RollingDays: p.RollingDays}
+		}
+		asked, used := delta[charged[k]], ledger.Hours(held)
+		return fmt.Sprintf("exceeds budget %q: %s consumed %s + requested %s card(s) > hard %s this period (since %s); card-hours come back from %s, or a cluster admin raises spec.hard[%s]",
+			b.Name, k, used.String(), asked.String(), hard.String(),
+			ledger.PeriodStart(period, now).Format(time.RFC3339), ledger.PeriodEnd(period, now).Format(time.RFC3339), k)
 	}
 	return ""
 }

@@ -611,6 +611,36 @@ func TestPluginValidate(t *testing.T) {
 		{name: "a Budget of instances only is not written by a Claim",
 			budgets: []*v1alpha1.Budget{budget("team", list("instances", "0"), nil)},
 			obj:     claim("hold", 2)},
+		// Card-hours.
+		{name: "a create within the hours is checked, not charged",
+			budgets: []*v1alpha1.Budget{hours(budget("team", list("accelerator-hours", "10"), nil), "9", time.Hour)},
+			obj:     instance("train", 2)},
+		{name: "a create once the hours are spent is refused",
+			budgets:  []*v1alpha1.Budget{hours(budget("team", list("accelerator-hours", "10"), nil), "10", 0)},
+			obj:      instance("train", 2),
+			wantCode: http.StatusForbidden,
+			wantErr: forbidden("instances", "train", `exceeds budget "team": accelerator-hours consumed 10 + requested 2 card(s) > hard 10 this period `+
+				`(since 2026-03-01T00:00:00Z); card-hours come back from 2026-04-01T00:00:00Z, or a cluster admin raises spec.hard[accelerator-hours]`)},
+		{name: "what runs spends the hours after the last count",
+			budgets: []*v1alpha1.Budget{hours(budget("team", list("accelerator-hours", "10", "accelerators", "8"), list("accelerators", "2")), "9", time.Hour)},
+			obj:     claim("hold", 1), wantCode: http.StatusForbidden,
+			wantErr: forbidden("claims", "hold", `exceeds budget "team": accelerator-hours consumed 11 + requested 1 card(s) > hard 10 this period `+
+				`(since 2026-03-01T00:00:00Z); card-hours come back from 2026-04-01T00:00:00Z, or a cluster admin raises spec.hard[accelerator-hours]`)},
+		{name: "a type's hours do not bind another type",
+			budgets: []*v1alpha1.Budget{hours(budget("team", list("accelerator-hours.a10", "1"), nil), "1", 0)},
+			obj:     instance("train", 2)},
+		{name: "a spent key refuses a start",
+			budgets:     []*v1alpha1.Budget{hours(budget("team", list("accelerator-hours.h100", "1"), nil), "1", 0)},
+			old:         instance("train", 2, stopped, phase(gpu.InstanceStopped)),
+			obj:         instance("train", 2),
+			subresource: "start", wantCode: http.StatusForbidden,
+			wantErr: forbidden("instances", "train", `exceeds budget "team": accelerator-hours.h100 consumed 1 + requested 2 card(s) > hard 1 this period `+
+				`(since 2026-03-01T00:00:00Z); card-hours come back from 2026-04-01T00:00:00Z, or a cluster admin raises spec.hard[accelerator-hours.h100]`)},
+		{name: "a spent key lets a stop through",
+			budgets:     []*v1alpha1.Budget{hours(budget("team", list("accelerator-hours", "1"), nil), "5", 0)},
+			old:         instance("train", 2),
+			obj:         instance("train", 2, stopped),
+			subresource: "stop"},
 		{name: "a Claim update charges nothing",
 			budgets: []*v1alpha1.Budget{budget("team", list("accelerators", "0"), nil)},
 			old:     claim("hold", 2),
@@ -641,6 +671,19 @@ func TestPluginValidate(t *testing.T) {
 			checkBudgets(t, client, tc.budgets, tc.want)
 		})
 	}
+}
+
+// hours is b with consumed card-hours counted age before chargeTime, under
+// each of its accelerator-hours keys.
+func hours(b *v1alpha1.Budget, consumed string, age time.Duration) *v1alpha1.Budget {
+	b.Status.Consumed = v1alpha1.BudgetResourceList{}
+	for k := range b.Spec.Hard {
+		if strings.HasPrefix(string(k), "accelerator-hours") {
+			b.Status.Consumed[k] = resource.MustParse(consumed)
+		}
+	}
+	b.Status.ConsumedTime = &metav1.Time{Time: chargeTime.Add(-age)}
+	return b
 }
 
 // TestBudgetIsCountedFirst: a Budget created while Instances run has no

@@ -37,12 +37,23 @@ import (
 // PluginName is the name of the plugin in --enable-admission-plugins.
 const PluginName = "KilnFinalizers"
 
-// guarded is kiln-controller's finalizer of each resource, and what it
-// waits for, for the refusal.
-var guarded = map[string]struct{ kind, finalizer, waitsFor string }{
-	"instances": {"Instance", gpu.InstanceFinalizer, "once the Instance's Pod and Service are gone"},
-	"claims":    {"Claim", gpu.ClaimFinalizer, "once the Claim's holder Pod is gone and no Instance runs on it"},
+// guarded is each resource's kind and its guarded finalizers: who removes
+// each, and when, for the refusal.
+var guarded = map[string]struct {
+	kind       string
+	finalizers []guard
+}{
+	"instances": {"Instance", []guard{
+		{gpu.InstanceFinalizer, "kiln-controller removes it once the Instance's Pod and Service are gone"},
+		{gpu.LedgerFinalizer, "kiln-apiserver removes it once the Instance's card-hours are in its namespace's Budgets"},
+	}},
+	"claims": {"Claim", []guard{
+		{gpu.ClaimFinalizer, "kiln-controller removes it once the Claim's holder Pod is gone and no Instance runs on it"},
+		{gpu.LedgerFinalizer, "kiln-apiserver removes it once the Claim's card-hours are in its namespace's Budgets"},
+	}},
 }
+
+type guard struct{ finalizer, removedWhen string }
 
 // Register registers the plugin.
 func Register(plugins *admission.Plugins) {
@@ -101,9 +112,18 @@ func (p *Plugin) Validate(ctx context.Context, a admission.Attributes, _ admissi
 	if err != nil {
 		return apierrors.NewBadRequest(err.Error())
 	}
-	if !slices.Contains(oldMeta.GetFinalizers(), g.finalizer) || slices.Contains(newMeta.GetFinalizers(), g.finalizer) {
-		return nil
+	for _, f := range g.finalizers {
+		if slices.Contains(oldMeta.GetFinalizers(), f.finalizer) && !slices.Contains(newMeta.GetFinalizers(), f.finalizer) {
+			if err := p.mayRemove(ctx, a, f); err != nil {
+				return err
+			}
+		}
 	}
+	return nil
+}
+
+// mayRemove asks the authorizer whether the requester may take f off.
+func (p *Plugin) mayRemove(ctx context.Context, a admission.Attributes, f guard) error {
 	decision, why, err := p.authz.Authorize(ctx, authorizer.AttributesRecord{
 		User:            a.GetUserInfo(),
 		Verb:            "update",
@@ -121,8 +141,8 @@ func (p *Plugin) Validate(ctx context.Context, a admission.Attributes, _ admissi
 	if err != nil {
 		return apierrors.NewInternalError(fmt.Errorf("asking whether %q may update %s/finalizers: %w", a.GetUserInfo().GetName(), a.GetResource().Resource, err))
 	}
-	msg := fmt.Sprintf("metadata.finalizers: removing %s needs \"update\" on %s/finalizers, which user %q does not have; kiln-controller removes it %s: delete the object and wait",
-		g.finalizer, a.GetResource().Resource, a.GetUserInfo().GetName(), g.waitsFor)
+	msg := fmt.Sprintf("metadata.finalizers: removing %s needs \"update\" on %s/finalizers, which user %q does not have; %s: delete the object and wait",
+		f.finalizer, a.GetResource().Resource, a.GetUserInfo().GetName(), f.removedWhen)
 	if why != "" {
 		msg += " (" + why + ")"
 	}

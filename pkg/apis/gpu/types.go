@@ -783,6 +783,11 @@ const InstanceFinalizer = "gpu.kiln.dev/instance-controller"
 // running Instance uses it.
 const ClaimFinalizer = "gpu.kiln.dev/claim"
 
+// LedgerFinalizer keeps a deleted Instance or Claim until kiln-apiserver
+// has folded its status.usage into the Budgets of its namespace. Every
+// Instance and Claim gets it when created.
+const LedgerFinalizer = "gpu.kiln.dev/ledger"
+
 // ClaimPriorityClassName is the PriorityClass of the Pods that hold a
 // Claim's cards and of the Instance Pods that run on a Claim: the highest
 // a user-defined class may have, with preemptionPolicy Never.

@@ -33,6 +33,7 @@ import (
 	"kiln.dev/kiln/pkg/apis/gpu"
 	"kiln.dev/kiln/pkg/apis/gpu/v1alpha1"
 	"kiln.dev/kiln/pkg/domain/accounting"
+	"kiln.dev/kiln/pkg/domain/ledger"
 	"kiln.dev/kiln/pkg/generated/clientset/versioned"
 	informers "kiln.dev/kiln/pkg/generated/informers/externalversions"
 	kilninformers "kiln.dev/kiln/pkg/generated/informers/externalversions/gpu/v1alpha1"
@@ -141,7 +142,15 @@ func NewReconciler(client versioned.Interface, f informers.SharedInformerFactory
 // deleted.
 func byNamespace[O queue.Object](r *Reconciler) cache.TypedResourceEventHandlerFuncs[O] {
 	return queue.Handler(
-		func(o O) { r.enqueueNamespace(o.GetNamespace()) },
+		func(o O) {
+			if o.GetDeletionTimestamp() != nil && slices.Contains(o.GetFinalizers(), v1alpha1.LedgerFinalizer) {
+				// Its ledger is to be folded, or let go where no Budget
+				// keeps it.
+				r.queue.AddAfter(o.GetNamespace(), r.Coalesce)
+				return
+			}
+			r.enqueueNamespace(o.GetNamespace())
+		},
 		func(d cache.DeletedObject[O]) {
 			// Without a copy there is no UID: the charge then waits
 			// out its TTL, as before.
@@ -219,14 +228,28 @@ type stored struct {
 func (r *Reconciler) Reconcile(ctx context.Context, ns string) (time.Duration, error) {
 	gpuClient := r.client.GpuV1alpha1()
 	read, err := gpuClient.Budgets(ns).List(ctx, metav1.ListOptions{})
-	if err != nil || len(read.Items) == 0 {
+	if err != nil {
 		return 0, err
+	}
+	instances, err := gpuClient.Instances(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return 0, err
+	}
+	claims, err := gpuClient.Claims(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return 0, err
+	}
+	now := r.now()
+	ledgers := ledgers(instances, claims, now)
+	if len(read.Items) == 0 {
+		// No Budget keeps the hours of what is deleted here.
+		return 0, r.releaseFolded(ctx, ns, ledgers)
 	}
 	var budgets gpu.BudgetList
 	if err := v1alpha1.Convert_v1alpha1_BudgetList_To_gpu_BudgetList(read, &budgets, nil); err != nil {
 		return 0, fmt.Errorf("budgets of namespace %s: %w", ns, err)
 	}
-	objects, unpriced, err := r.storedCharges(ctx, ns)
+	objects, unpriced, err := r.storedCharges(ns, instances, claims)
 	if err != nil {
 		return 0, err
 	}
@@ -239,7 +262,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, ns string) (time.Duration, e
 		b := &budgets.Items[i]
 		used := gpu.BudgetResourceList{}
 		for k := range b.Spec.Hard {
-			used[k] = *resource.NewQuantity(0, resource.DecimalSI)
+			if _, hours := ledger.HoursKey(v1alpha1.BudgetResourceName(k)); !hours {
+				used[k] = *resource.NewQuantity(0, resource.DecimalSI)
+			}
 		}
 		for _, o := range objects {
 			used = accounting.Count(used, accounting.Beyond(o.charge, nil), b.Spec.Hard)
@@ -262,17 +287,28 @@ func (r *Reconciler) Reconcile(ctx context.Context, ns string) (time.Duration, e
 			}
 		}
 		conditions := r.conditions(b, ns, guarded, unpriced)
-		if apiequality.Semantic.DeepEqual(used, b.Status.Used) && len(kept) == len(b.Status.Pending) &&
+		hours := recountLedger(&read.Items[i], ledgers, now)
+		requeueAfter = minPositive(requeueAfter, hours.requeueAfter)
+		updated := b.DeepCopy()
+		updated.Status.Used, updated.Status.Pending, updated.Status.Conditions = used, kept, conditions
+		var out v1alpha1.Budget
+		if err := v1alpha1.Convert_gpu_Budget_To_v1alpha1_Budget(updated, &out, nil); err != nil {
+			return 0, fmt.Errorf("budget %s/%s: %w", b.Namespace, b.Name, err)
+		}
+		ledgerMoved := hours.apply(&out, b.Generation, now)
+		if !ledgerMoved && apiequality.Semantic.DeepEqual(used, b.Status.Used) && len(kept) == len(b.Status.Pending) &&
 			apiequality.Semantic.DeepEqual(conditions, b.Status.Conditions) {
 			continue
 		}
-		updated := b.DeepCopy()
-		updated.Status.Used, updated.Status.Pending, updated.Status.Conditions = used, kept, conditions
-		if err := r.updateStatus(ctx, updated); err != nil {
+		if _, err := r.client.GpuV1alpha1().Budgets(b.Namespace).UpdateStatus(ctx, &out, metav1.UpdateOptions{FieldManager: FieldManager}); err != nil {
 			// A conflict means a charge landed meanwhile: start over.
 			return 0, err
 		}
-		klog.FromContext(ctx).V(2).Info("Recomputed budget", "budget", klog.KObj(b), "used", used, "pending", len(kept))
+		klog.FromContext(ctx).V(2).Info("Recomputed budget", "budget", klog.KObj(b), "used", used, "pending", len(kept), "consumed", out.Status.Consumed)
+	}
+	// Every Budget now holds the ledgers of what was deleted.
+	if err := r.releaseFolded(ctx, ns, ledgers); err != nil {
+		return 0, err
 	}
 	if requeueAfter > 0 {
 		requeueAfter += time.Second
@@ -357,16 +393,8 @@ func (r *Reconciler) settled(p gpu.BudgetCharge, objects map[types.UID]stored) b
 //
 // An object its type can no longer price is counted as the whole cards it
 // runs on, and described in unpriced.
-func (r *Reconciler) storedCharges(ctx context.Context, ns string) (out map[types.UID]stored, unpriced []string, err error) {
+func (r *Reconciler) storedCharges(ns string, instances *v1alpha1.InstanceList, claims *v1alpha1.ClaimList) (out map[types.UID]stored, unpriced []string, err error) {
 	out = map[types.UID]stored{}
-	instances, err := r.client.GpuV1alpha1().Instances(ns).List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return nil, nil, err
-	}
-	claims, err := r.client.GpuV1alpha1().Claims(ns).List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return nil, nil, err
-	}
 	price := func(kind, name string, req accounting.Request) (gpu.BudgetResourceList, error) {
 		charge, note, err := r.chargeOf(req)
 		if note != "" {
