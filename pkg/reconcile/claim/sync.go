@@ -41,9 +41,11 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) (time.Durat
 		s := &step{cl: cl, st: *cl.Status.DeepCopy(), holder: holder, inst: inst, now: metav1.NewTime(c.now())}
 		return s.after, c.finalize(ctx, s)
 	}
-	if !slices.Contains(cl.Finalizers, v1alpha1.ClaimFinalizer) {
+	// The ledger's finalizer comes with it: kiln-apiserver takes it off
+	// once the Claim's card-hours are in its Budgets.
+	if missing := missingFinalizers(cl.Finalizers); len(missing) > 0 {
 		cp := cl.DeepCopy()
-		cp.Finalizers = append(cp.Finalizers, v1alpha1.ClaimFinalizer)
+		cp.Finalizers = append(cp.Finalizers, missing...)
 		if cl, err = c.kiln.GpuV1alpha1().Claims(cl.Namespace).Update(ctx, cp, metav1.UpdateOptions{FieldManager: FieldManager}); err != nil {
 			return 0, err
 		}
@@ -77,6 +79,18 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) (time.Durat
 	}
 	c.observeUsage(s, holding(s.st.Phase))
 	return s.after, c.writeStatus(ctx, cl, s)
+}
+
+// missingFinalizers are those of the Claim's and the ledger's that have is
+// missing.
+func missingFinalizers(have []string) []string {
+	var out []string
+	for _, f := range []string{v1alpha1.ClaimFinalizer, v1alpha1.LedgerFinalizer} {
+		if !slices.Contains(have, f) {
+			out = append(out, f)
+		}
+	}
+	return out
 }
 
 // step is one sync's view and decisions for a Claim.

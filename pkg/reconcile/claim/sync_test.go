@@ -263,7 +263,7 @@ func newClaim(name string, n int32, opts ...func(*v1alpha1.Claim)) *v1alpha1.Cla
 	cl := claim(name, n, opts...)
 	cl.Generation = 1
 	cl.CreationTimestamp = metav1.NewTime(start.Add(-time.Hour))
-	cl.Finalizers = []string{v1alpha1.ClaimFinalizer}
+	cl.Finalizers = []string{v1alpha1.ClaimFinalizer, v1alpha1.LedgerFinalizer}
 	return cl
 }
 

@@ -273,7 +273,7 @@ func hasEvent(events []string, prefix string) bool {
 func running() *v1alpha1.Instance {
 	inst := sized("h100")
 	inst.Generation = 1
-	inst.Finalizers = []string{Finalizer}
+	inst.Finalizers = []string{Finalizer, v1alpha1.LedgerFinalizer}
 	inst.Spec.Resources.Accelerators = ptr.To[int32](1)
 	inst.Spec.Ports = []v1alpha1.InstancePort{{Name: "jupyter", Port: 8888, Protocol: corev1.ProtocolTCP}}
 	return inst

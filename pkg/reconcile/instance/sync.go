@@ -58,9 +58,12 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) (time.Durat
 	// cards (accounting.InstanceHolds), and in a namespace whose Budget is
 	// spent the update adding it would be refused for good. It makes no
 	// Pod before then, so nothing needs finalizing.
-	if !slices.Contains(inst.Finalizers, Finalizer) && !(inst.Spec.Stopped && inst.Status.Phase == "") {
+	//
+	// The ledger's finalizer comes with it: kiln-apiserver takes it off
+	// once the Instance's card-hours are in its Budgets.
+	if missing := missingFinalizers(inst.Finalizers); len(missing) > 0 && !(inst.Spec.Stopped && inst.Status.Phase == "") {
 		cp := inst.DeepCopy()
-		cp.Finalizers = append(cp.Finalizers, Finalizer)
+		cp.Finalizers = append(cp.Finalizers, missing...)
 		if inst, err = c.kiln.GpuV1alpha1().Instances(inst.Namespace).Update(ctx, cp, metav1.UpdateOptions{FieldManager: ManagedBy}); err != nil {
 			return 0, err
 		}
@@ -124,6 +127,18 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) (time.Durat
 		after = minRequeue(after, left)
 	}
 	return after, c.writeStatus(ctx, inst, computeStatus(o))
+}
+
+// missingFinalizers are those of Finalizer and the ledger's that have is
+// missing.
+func missingFinalizers(have []string) []string {
+	var out []string
+	for _, f := range []string{Finalizer, v1alpha1.LedgerFinalizer} {
+		if !slices.Contains(have, f) {
+			out = append(out, f)
+		}
+	}
+	return out
 }
 
 // syncWorkload makes the Instance's Pod what its spec and state ask for:

@@ -4,7 +4,6 @@ package claim
 
 import (
 	"context"
-	"slices"
 
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -43,10 +42,6 @@ func (claimStrategy) PrepareForCreate(ctx context.Context, obj runtime.Object) {
 	o := obj.(*gpu.Claim)
 	o.Status = gpu.ClaimStatus{}
 	o.Generation = 1
-	// Its card-hours outlive it, in the Budgets.
-	if !slices.Contains(o.Finalizers, gpu.LedgerFinalizer) {
-		o.Finalizers = append(o.Finalizers, gpu.LedgerFinalizer)
-	}
 }
 
 func (claimStrategy) PrepareForUpdate(ctx context.Context, obj, old runtime.Object) {

@@ -3,7 +3,6 @@ package instance
 
 import (
 	"context"
-	"slices"
 
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -42,10 +41,6 @@ func (instanceStrategy) PrepareForCreate(ctx context.Context, obj runtime.Object
 	inst := obj.(*gpu.Instance)
 	inst.Status = gpu.InstanceStatus{}
 	inst.Generation = 1
-	// Its card-hours outlive it, in the Budgets.
-	if !slices.Contains(inst.Finalizers, gpu.LedgerFinalizer) {
-		inst.Finalizers = append(inst.Finalizers, gpu.LedgerFinalizer)
-	}
 }
 
 func (instanceStrategy) PrepareForUpdate(ctx context.Context, obj, old runtime.Object) {
