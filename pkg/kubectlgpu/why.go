@@ -137,6 +137,9 @@ func whyStopped(ctx context.Context, c *Clients, inst *v1alpha1.Instance) []stri
 	if c := meta.FindStatusCondition(inst.Status.Conditions, v1alpha1.InstanceConditionIdleStopped); c != nil && c.Status == metav1.ConditionTrue {
 		lines = append(lines, fmt.Sprintf("kiln-controller stopped it for idleness at %s: %s", c.LastTransitionTime.UTC().Format(time.RFC3339), c.Message))
 	}
+	if c := meta.FindStatusCondition(inst.Status.Conditions, v1alpha1.InstanceConditionBudgetExhausted); c != nil && c.Status == metav1.ConditionTrue {
+		lines = append(lines, fmt.Sprintf("kiln-controller stopped it for spent card-hours at %s: %s", c.LastTransitionTime.UTC().Format(time.RFC3339), c.Message))
+	}
 	_, err := c.Kiln.GpuV1alpha1().Instances(ns).Start(ctx, name, &v1alpha1.Instance{},
 		metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
 	switch {

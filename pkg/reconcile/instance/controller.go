@@ -16,6 +16,9 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/labels"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"kiln.dev/kiln/pkg/apis/gpu/v1alpha1"
 	"kiln.dev/kiln/pkg/generated/clientset/versioned"
 	kilninformers "kiln.dev/kiln/pkg/generated/informers/externalversions/gpu/v1alpha1"
@@ -67,6 +70,7 @@ type Controller struct {
 	services  corelisters.ServiceLister
 	nodes     corelisters.NodeLister
 	devices   listers.NodeDevicesLister
+	budgets   listers.BudgetLister
 	indexer   cache.TypedIndexer[*v1alpha1.Instance]
 
 	queue    *queue.Queue[cache.ObjectName]
@@ -110,6 +114,7 @@ func NewController(kube kubernetes.Interface, kiln versioned.Interface, inf queu
 		services:  core.Services().Lister(),
 		nodes:     core.Nodes().Lister(),
 		devices:   gpu.NodeDevices().Lister(),
+		budgets:   gpu.Budgets().Lister(),
 		indexer:   instanceInformer.GetTypedIndexer(),
 		recorder:  recorder,
 		opts:      opts,
@@ -125,6 +130,24 @@ func NewController(kube kubernetes.Interface, kiln versioned.Interface, inf queu
 		return nil, err
 	}
 	return c, nil
+}
+
+// budgetChanged looks at the Instances of the namespace of a Budget that
+// stops them once spent, when it is.
+func (c *Controller) budgetChanged(b *v1alpha1.Budget) {
+	if b.Spec.OnExhausted != v1alpha1.BudgetExhaustedStop || !meta.IsStatusConditionTrue(b.Status.Conditions, v1alpha1.BudgetConditionExhausted) {
+		return
+	}
+	insts, err := c.instances.Instances(b.Namespace).List(labels.Everything())
+	if err != nil {
+		utilruntime.HandleError(err)
+		return
+	}
+	for _, inst := range insts {
+		if !inst.Spec.Stopped {
+			c.queue.Add(cache.MetaObjectToName(inst))
+		}
+	}
 }
 
 // addIndexers indexes Instances by type, pinned node, Claim and the node
@@ -185,6 +208,13 @@ func (c *Controller) watch(inf queue.Informers, instances cache.TypedSharedIndex
 		func(cl *v1alpha1.Claim) { c.enqueueIndexed(byClaim, cl.Namespace+"/"+cl.Name) },
 		func(d kilninformers.DeletedClaim) { c.enqueueIndexed(byClaim, d.GetObjectName().String()) },
 	)); err != nil {
+		return err
+	}
+	// A Budget that spends its card-hours stops what runs on them.
+	if err := queue.Watch(c.queue, kilninformers.ToTypedBudgetInformer(gpu.Budgets()).TypedInformer(), kilninformers.BudgetHandlerFuncs{
+		AddFunc:    c.budgetChanged,
+		UpdateFunc: func(_, b *v1alpha1.Budget) { c.budgetChanged(b) },
+	}); err != nil {
 		return err
 	}
 	// The node agent reports which devices each Pod got.

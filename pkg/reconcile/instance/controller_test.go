@@ -51,7 +51,7 @@ func newFixture(t *testing.T, opts Options, objs ...runtime.Object) *fixture {
 	var kubeObjs, kilnObjs []runtime.Object
 	for _, o := range objs {
 		switch o.(type) {
-		case *v1alpha1.Instance, *v1alpha1.InstanceType, *v1alpha1.Claim, *v1alpha1.NodeDevices:
+		case *v1alpha1.Instance, *v1alpha1.InstanceType, *v1alpha1.Claim, *v1alpha1.NodeDevices, *v1alpha1.Budget:
 			kilnObjs = append(kilnObjs, o)
 		default:
 			kubeObjs = append(kubeObjs, o)
@@ -103,7 +103,7 @@ func (f *fixture) set(o runtime.Object) {
 	}
 	tracker := f.kube.Tracker()
 	switch o.(type) {
-	case *v1alpha1.Instance, *v1alpha1.InstanceType, *v1alpha1.Claim, *v1alpha1.NodeDevices:
+	case *v1alpha1.Instance, *v1alpha1.InstanceType, *v1alpha1.Claim, *v1alpha1.NodeDevices, *v1alpha1.Budget:
 		tracker = f.kiln.Tracker()
 	}
 	err := tracker.Add(o)

@@ -77,6 +77,10 @@ type observed struct {
 	// idleStoppedAt when; "" when it did not.
 	idleStopped   string
 	idleStoppedAt metav1.Time
+	// budgetStopped is why this sync stopped the Instance for a spent
+	// Budget, and budgetStoppedAt when; "" when it did not.
+	budgetStopped   string
+	budgetStoppedAt metav1.Time
 	// podDeletedAt is when this sync asked for the Pod's deletion.
 	podDeletedAt time.Time
 	// usage is the ledger after this sync; nil keeps the stored one.
@@ -133,6 +137,13 @@ func computeStatus(o observed) v1alpha1.InstanceStatus {
 	case !inst.Spec.Stopped:
 		// Started again: the stop is history, in the Events.
 		meta.RemoveStatusCondition(&st.Conditions, v1alpha1.InstanceConditionIdleStopped)
+	}
+	switch {
+	case o.budgetStopped != "":
+		meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: v1alpha1.InstanceConditionBudgetExhausted, Status: metav1.ConditionTrue,
+			Reason: ReasonBudgetExhausted, Message: o.budgetStopped, ObservedGeneration: inst.Generation, LastTransitionTime: o.budgetStoppedAt})
+	case !inst.Spec.Stopped:
+		meta.RemoveStatusCondition(&st.Conditions, v1alpha1.InstanceConditionBudgetExhausted)
 	}
 
 	ready := metav1.ConditionFalse

@@ -84,6 +84,11 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) (time.Durat
 		}
 		o.inst = inst
 	}
+	if t != nil {
+		if err := c.exhaustStop(ctx, &o, t, c.now()); err != nil {
+			return 0, err
+		}
+	}
 	idleAfter, err := c.observeIdle(ctx, &o, t)
 	if err != nil {
 		return 0, err

@@ -501,6 +501,11 @@ const InstanceConditionClaimDevices = "ClaimDevices"
 // when, and goes at the next start.
 const InstanceConditionIdleStopped = "IdleStopped"
 
+// InstanceConditionBudgetExhausted is true on an Instance kiln-controller
+// stopped because a Budget with onExhausted Stop spent an
+// accelerator-hours key that counts it; it goes at the next start.
+const InstanceConditionBudgetExhausted = "BudgetExhausted"
+
 // The containers of an Instance's Pod, as instances/log?container= names
 // them: the one running spec.image, and the SSH sidecar of spec.ssh.
 const (
