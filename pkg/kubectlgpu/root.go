@@ -103,6 +103,7 @@ It reads the kubeconfig as kubectl does (--kubeconfig, --context, -n).`,
 		newWhyCommand(o),
 		newCapacityCommand(o),
 		newTopCommand(o),
+		newUsageCommand(o),
 		newCompletionCommand(),
 	)
 	return cmd

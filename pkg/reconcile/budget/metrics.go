@@ -22,6 +22,12 @@ var (
 	hardDesc = metrics.NewDesc("kiln_budget_hard",
 		"The Budget's limit of a key (spec.hard).",
 		budgetLabels, nil, metrics.ALPHA, "")
+	consumedDesc = metrics.NewDesc("kiln_budget_consumed_card_seconds",
+		"What an accelerator-hours key of the Budget has consumed this period (status.consumed), in card-seconds, as last counted.",
+		budgetLabels, nil, metrics.ALPHA, "")
+	cardHoursDesc = metrics.NewDesc("kiln_budget_card_seconds",
+		"The card-seconds the Budget counts this period of one InstanceType (status.usage), and of them those held idle, as last counted.",
+		[]string{"namespace", "budget", "instance_type", "state"}, nil, metrics.ALPHA, "")
 )
 
 // budgetMetrics is the one collector of the process, registered once; it
@@ -49,6 +55,8 @@ func (r *Reconciler) ServeMetrics() {
 func (c *collector) DescribeWithStability(ch chan<- *metrics.Desc) {
 	ch <- usedDesc
 	ch <- hardDesc
+	ch <- consumedDesc
+	ch <- cardHoursDesc
 }
 
 func (c *collector) CollectWithStability(ch chan<- metrics.Metric) {
@@ -68,6 +76,13 @@ func (c *collector) CollectWithStability(ch chan<- metrics.Metric) {
 			if used, ok := b.Status.Used[key]; ok {
 				ch <- metrics.NewLazyConstMetric(usedDesc, metrics.GaugeValue, used.AsApproximateFloat64(), b.Namespace, b.Name, string(key))
 			}
+			if consumed, ok := b.Status.Consumed[key]; ok {
+				ch <- metrics.NewLazyConstMetric(consumedDesc, metrics.GaugeValue, consumed.AsApproximateFloat64()*3600, b.Namespace, b.Name, string(key))
+			}
+		}
+		for _, u := range b.Status.Usage {
+			ch <- metrics.NewLazyConstMetric(cardHoursDesc, metrics.GaugeValue, u.CardSeconds.AsApproximateFloat64(), b.Namespace, b.Name, u.InstanceType, "held")
+			ch <- metrics.NewLazyConstMetric(cardHoursDesc, metrics.GaugeValue, u.IdleCardSeconds.AsApproximateFloat64(), b.Namespace, b.Name, u.InstanceType, "idle")
 		}
 	}
 }

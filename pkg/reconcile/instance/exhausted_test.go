@@ -59,7 +59,9 @@ func TestSyncBudgetExhaustedStop(t *testing.T) {
 			if c == nil || c.Status != metav1.ConditionTrue || !strings.Contains(c.Message, "budget hours spent its accelerator-hours") {
 				t.Errorf("condition %+v, want BudgetExhausted naming the Budget and its key", c)
 			}
-			if !slices.ContainsFunc(events, func(e string) bool { return strings.HasPrefix(e, "Warning "+ReasonBudgetExhausted+" Stopped: budget hours") }) {
+			if !slices.ContainsFunc(events, func(e string) bool {
+				return strings.HasPrefix(e, "Warning "+ReasonBudgetExhausted+" Stopped: budget hours")
+			}) {
 				t.Errorf("events %v, want a Warning %s", events, ReasonBudgetExhausted)
 			}
 		})
