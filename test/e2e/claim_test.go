@@ -343,6 +343,7 @@ func TestTimers(t *testing.T) {
 		{"claim expires", testClaimExpires},
 		{"claim charged until its holder is gone", testClaimChargedUntilHolderGone},
 		{"idle stop", testIdleStop},
+		{"card-hours spent", testLedger},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

@@ -81,6 +81,9 @@ type ledgerStatus struct {
 	foldedUIDs   []types.UID
 	exhausted    *metav1.Condition
 	requeueAfter time.Duration
+	// running says something counted holds cards now, so that usage
+	// moves on with time.
+	running bool
 }
 
 // recountLedger works out b's ledger status at now from the objects'.
@@ -102,6 +105,7 @@ func recountLedger(b *v1alpha1.Budget, objects []objectLedger, now time.Time) le
 		if slices.Contains(s.foldedUIDs, o.uid) {
 			continue
 		}
+		s.running = s.running || o.run != nil
 		if o.folds {
 			s.folded = ledger.Add(s.folded, now, o.days...)
 			s.foldedUIDs = append(s.foldedUIDs, o.uid)
@@ -182,7 +186,8 @@ func minPositive(a, b time.Duration) time.Duration {
 
 // apply writes s into out, and says whether that changes what is stored
 // in a way worth a write: anything but consumed and usage moving on with
-// time, which is written at most each consumedRefresh.
+// time while something runs, which is written at most each
+// consumedRefresh.
 func (s ledgerStatus) apply(out *v1alpha1.Budget, generation int64, now time.Time) bool {
 	st := &out.Status
 	moved := !equality.Semantic.DeepEqual(st.Folded, s.folded) || !equality.Semantic.DeepEqual(st.FoldedUIDs, s.foldedUIDs) ||
@@ -199,7 +204,8 @@ func (s ledgerStatus) apply(out *v1alpha1.Budget, generation int64, now time.Tim
 	} else if meta.RemoveStatusCondition(&st.Conditions, v1alpha1.BudgetConditionExhausted) {
 		moved = true
 	}
-	stale := st.ConsumedTime == nil || now.Sub(st.ConsumedTime.Time) >= consumedRefresh
+	// What no longer moves is written at once: a run just closed.
+	stale := st.ConsumedTime == nil || now.Sub(st.ConsumedTime.Time) >= consumedRefresh || !s.running
 	if moved || stale && !equality.Semantic.DeepEqual(st.Usage, s.usage) {
 		st.PeriodStart, st.Consumed, st.Usage, st.Folded, st.FoldedUIDs = s.periodStart, s.consumed, s.usage, s.folded, s.foldedUIDs
 		st.ConsumedTime = &metav1.Time{Time: now}

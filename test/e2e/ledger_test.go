@@ -1,0 +1,165 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	gpuv1 "kiln.dev/kiln/pkg/apis/gpu/v1alpha1"
+	"kiln.dev/kiln/pkg/domain/ledger"
+	"kiln.dev/kiln/pkg/kubectlgpu"
+)
+
+// podRuns records, from a watch of the namespace's Pods, each Pod's run
+// as the Pod itself tells it: bound to its node (PodScheduled) until its
+// deletion was asked for (deletionTimestamp less the grace period).
+type podRuns struct {
+	mu   sync.Mutex
+	runs map[string]*[2]time.Time // by Pod UID
+}
+
+func watchPodRuns(t *testing.T, ns string) *podRuns {
+	t.Helper()
+	cs, _ := adminClients(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	w, err := cs.CoreV1().Pods(ns).Watch(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &podRuns{runs: map[string]*[2]time.Time{}}
+	go func() {
+		for ev := range w.ResultChan() {
+			pod, ok := ev.Object.(*corev1.Pod)
+			if !ok {
+				continue
+			}
+			r.mu.Lock()
+			run := r.runs[string(pod.UID)]
+			if run == nil {
+				run = &[2]time.Time{}
+				r.runs[string(pod.UID)] = run
+			}
+			for _, c := range pod.Status.Conditions {
+				if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionTrue {
+					run[0] = c.LastTransitionTime.Time
+				}
+			}
+			if d := pod.DeletionTimestamp; d != nil && run[1].IsZero() {
+				grace := int64(0)
+				if pod.DeletionGracePeriodSeconds != nil {
+					grace = *pod.DeletionGracePeriodSeconds
+				}
+				run[1] = d.Add(-time.Duration(grace) * time.Second)
+			}
+			r.mu.Unlock()
+		}
+	}()
+	return r
+}
+
+// seconds is the total the closed runs recorded, and how many there are.
+func (r *podRuns) seconds() (total int64, n int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, run := range r.runs {
+		if !run[0].IsZero() && !run[1].IsZero() {
+			total += int64(run[1].Sub(run[0]) / time.Second)
+			n++
+		}
+	}
+	return total, n
+}
+
+// ledgerSeconds is the card-seconds an Instance's ledger holds, whole.
+func ledgerSeconds(u *gpuv1.Usage) int64 {
+	var milli int64
+	for _, d := range ledger.Days(u, time.Time{}, time.Now()) {
+		milli += d.CardSeconds.MilliValue()
+	}
+	return milli / 1000
+}
+
+// testLedger (issue Q): an Instance under a Budget of 0.01 card-hours
+// (36 card-seconds) with onExhausted Stop is stopped once they are spent,
+// with the Event and kubectl gpu why; a start and a create are then
+// refused with 403; the ledger agrees with the run its Pod recorded, and
+// kubectl gpu usage with the Budget.
+func testLedger(t *testing.T) {
+	ns := "e2e-ledger"
+	controllerNamespace(t, ns)
+	runs := watchPodRuns(t, ns)
+	mustKubectl(t, admin(), fmt.Sprintf(`apiVersion: gpu.kiln.dev/v1alpha1
+kind: Budget
+metadata: {name: hours, namespace: %s}
+spec:
+  hard: {accelerator-hours: "0.01", accelerators: "4"}
+  onExhausted: Stop
+`, ns), "create", "-f", "-")
+	mustKubectl(t, tenant(tenantA), instance("spender", ns, "h100", "busybox:1"), "create", "-f", "-")
+	waitInstance(t, ns, "spender", 90*time.Second, "Ready", phaseIs(gpuv1.InstanceReady))
+	stopped := waitInstance(t, ns, "spender", 2*time.Minute, "stopped for its spent Budget", func(i *gpuv1.Instance) bool {
+		c := meta.FindStatusCondition(i.Status.Conditions, gpuv1.InstanceConditionBudgetExhausted)
+		return i.Spec.Stopped && c != nil && c.Status == metav1.ConditionTrue && phaseIs(gpuv1.InstanceStopped)(i)
+	})
+	events := mustKubectl(t, tenant(tenantA), "", "get", "events", "-n", ns,
+		"--field-selector=involvedObject.name=spender,reason=BudgetExhausted,type=Warning", "-o=jsonpath={.items[*].message}")
+	if !strings.Contains(events, "budget hours spent its accelerator-hours") {
+		t.Errorf("BudgetExhausted events: %q, want one naming the Budget and its key", events)
+	}
+	if why := mustKubectlGPU(t, tenant(tenantA), "why", "spender", "-n", ns); !strings.Contains(why, "stopped it for spent card-hours") {
+		t.Errorf("kubectl gpu why spender:\n%s\nwant it to say it was stopped for spent card-hours", why)
+	}
+
+	// A start and a create are refused, as any over-budget write is.
+	for _, args := range [][]string{{"start", "spender", "-n", ns}} {
+		if _, stderr, err := kubectlGPU(t, tenant(tenantA), args...); err == nil || !strings.Contains(stderr, `exceeds budget "hours": accelerator-hours consumed`) {
+			t.Errorf("kubectl gpu %s: %v %s; want refused with the spent key", strings.Join(args, " "), err, stderr)
+		}
+	}
+	if _, err := kubectl(tenant(tenantA), instance("another", ns, "h100", "busybox:1"), "create", "-f", "-"); err == nil ||
+		!strings.Contains(err.Error(), "(Forbidden)") || !strings.Contains(err.Error(), `exceeds budget "hours": accelerator-hours consumed`) {
+		t.Errorf("create after the hours are spent: %v; want 403 naming the Budget and its key", err)
+	}
+
+	// The ledger against the run the Pod recorded: to the second, less
+	// the second the controller and the API server may read apart.
+	waitFor(t, "the Pod's run recorded", 30*time.Second,
+		func(context.Context) (int, error) { _, n := runs.seconds(); return n, nil },
+		func(n int) bool { return n == 1 }, func(n int) any { return n })
+	recorded, _ := runs.seconds()
+	if got := ledgerSeconds(stopped.Status.Usage); got < recorded-1 || got > recorded+1 || stopped.Status.Usage.Current != nil {
+		t.Errorf("ledger holds %d card-seconds (open run %+v); the Pod recorded %d", got, stopped.Status.Usage.Current, recorded)
+	}
+	if recorded < 36 {
+		t.Errorf("stopped after %d card-seconds, before the Budget's 36 were spent", recorded)
+	}
+
+	// The Budget counts the same, and kubectl gpu usage shows it.
+	b := waitFor(t, "budget hours counting the closed run", 30*time.Second,
+		func(ctx context.Context) (*gpuv1.Budget, error) {
+			return kilnAdmin(t).GpuV1alpha1().Budgets(ns).Get(ctx, "hours", metav1.GetOptions{})
+		},
+		func(b *gpuv1.Budget) bool {
+			return len(b.Status.Usage) == 1 && b.Status.Usage[0].CardSeconds.Value() == ledgerSeconds(stopped.Status.Usage)
+		},
+		func(b *gpuv1.Budget) any { return b.Status })
+	if c := meta.FindStatusCondition(b.Status.Conditions, gpuv1.BudgetConditionExhausted); c == nil || c.Status != metav1.ConditionTrue {
+		t.Errorf("Exhausted %+v, want True", c)
+	}
+	var rows []kubectlgpu.UsageRow
+	if err := json.Unmarshal([]byte(mustKubectlGPU(t, tenant(tenantA), "usage", "-n", ns, "-o", "json")), &rows); err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) != 2 || rows[0].Type != "h100" || rows[0].CardHours != fmt.Sprintf("0.%03d", ledgerSeconds(stopped.Status.Usage)*1000/3600) || rows[1].Type != "*" {
+		t.Errorf("kubectl gpu usage rows %+v, want h100 and * at the Budget's %s card-seconds", rows, b.Status.Usage[0].CardSeconds.String())
+	}
+}
