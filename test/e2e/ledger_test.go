@@ -15,7 +15,6 @@ import (
 
 	gpuv1 "kiln.dev/kiln/pkg/apis/gpu/v1alpha1"
 	"kiln.dev/kiln/pkg/domain/ledger"
-	"kiln.dev/kiln/pkg/kubectlgpu"
 )
 
 // podRuns records, from a watch of the namespace's Pods, each Pod's run
@@ -136,6 +135,7 @@ spec:
 		func(context.Context) (int, error) { _, n := runs.seconds(); return n, nil },
 		func(n int) bool { return n == 1 }, func(n int) any { return n })
 	recorded, _ := runs.seconds()
+	t.Logf("the Pod recorded a run of %d s; the ledger holds %d card-seconds", recorded, ledgerSeconds(stopped.Status.Usage))
 	if got := ledgerSeconds(stopped.Status.Usage); got < recorded-1 || got > recorded+1 || stopped.Status.Usage.Current != nil {
 		t.Errorf("ledger holds %d card-seconds (open run %+v); the Pod recorded %d", got, stopped.Status.Usage.Current, recorded)
 	}
@@ -155,7 +155,13 @@ spec:
 	if c := meta.FindStatusCondition(b.Status.Conditions, gpuv1.BudgetConditionExhausted); c == nil || c.Status != metav1.ConditionTrue {
 		t.Errorf("Exhausted %+v, want True", c)
 	}
-	var rows []kubectlgpu.UsageRow
+	// kubectl gpu usage -o json rows. (Not kubectlgpu.UsageRow: that
+	// package links kustomize, whose Go plugin loader makes this binary
+	// bind NVML's symbols at start.)
+	var rows []struct {
+		Type      string `json:"instanceType"`
+		CardHours string `json:"cardHours"`
+	}
 	if err := json.Unmarshal([]byte(mustKubectlGPU(t, tenant(tenantA), "usage", "-n", ns, "-o", "json")), &rows); err != nil {
 		t.Fatal(err)
 	}
