@@ -363,16 +363,6 @@ func (r *Reconciler) conditions(b *gpu.Budget, ns string, guarded *bool, unprice
 	return out
 }
 
-// updateStatus writes the status of a Budget the loop recomputed.
-func (r *Reconciler) updateStatus(ctx context.Context, b *gpu.Budget) error {
-	var out v1alpha1.Budget
-	if err := v1alpha1.Convert_gpu_Budget_To_v1alpha1_Budget(b, &out, nil); err != nil {
-		return fmt.Errorf("budget %s/%s: %w", b.Namespace, b.Name, err)
-	}
-	_, err := r.client.GpuV1alpha1().Budgets(b.Namespace).UpdateStatus(ctx, &out, metav1.UpdateOptions{FieldManager: FieldManager})
-	return err
-}
-
 // settled says whether a charge in flight is over: its object is stored in
 // the charged state (create) or has moved past the version it was charged
 // against (update), or has been deleted, or the charge is too old to still
