@@ -168,7 +168,7 @@ func (c *Controller) syncWorkload(ctx context.Context, o *observed, t *v1alpha1.
 				if err := c.deletePod(ctx, pod); err != nil {
 					return 0, err
 				}
-				o.podDeletedAt = c.now()
+				o.podDeletedAt = c.deletionAsked(ctx, pod)
 			}
 		}
 	case o.problem != nil:

@@ -1,10 +1,12 @@
 package instance
 
 import (
+	"context"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"kiln.dev/kiln/pkg/apis/gpu"
 	"kiln.dev/kiln/pkg/apis/gpu/v1alpha1"
@@ -81,6 +83,21 @@ func podEnded(pod *corev1.Pod, now time.Time) (time.Time, bool) {
 		last = now
 	}
 	return last, true
+}
+
+// deletionAsked is when the API server took the deletion of pod, just
+// asked for, as the Pod records it, so that the ledger closes its run on
+// the same second the Pod says; now if the Pod is already gone.
+func (c *Controller) deletionAsked(ctx context.Context, pod *corev1.Pod) time.Time {
+	now := c.now()
+	live, err := c.kube.CoreV1().Pods(pod.Namespace).Get(ctx, pod.Name, metav1.GetOptions{})
+	if err != nil || live.UID != pod.UID {
+		return now
+	}
+	if asked, ended := podEnded(live, now); ended && !asked.After(now) {
+		return asked
+	}
+	return now
 }
 
 // instanceShare is the share of cards the Instance's Budgets charge it;

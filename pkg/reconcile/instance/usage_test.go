@@ -70,22 +70,37 @@ func TestSyncUsageAcrossRestarts(t *testing.T) {
 	}
 }
 
-// A partition is accounted by its share of a card.
-func TestSyncUsagePartitionShare(t *testing.T) {
-	inst := running()
-	inst.Spec.Resources.Accelerators = nil
-	inst.Spec.Resources.Partition = "3g.40gb"
-	pod := readyPod(t, inst)
-	f := newFixture(t, Options{}, inst, h100(), pod, gpuNode(), ownedService(inst, nodePort("jupyter", 8888, 30001)))
-	f.clock = at(time.Hour)
-	f.sync()
-	u := f.instance().Status.Usage
-	if u == nil || u.Current == nil {
-		t.Fatal("no run")
-	}
-	// 40Gi of 80Gi beats 3 of 7 compute slices: half a card.
-	if want := resource.MustParse("500m"); u.Current.Cards.Cmp(want) != 0 {
-		t.Errorf("share %s, want %s", u.Current.Cards.String(), want.String())
+// A partition or a slice is accounted by its share of a card.
+func TestSyncUsageShare(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		typ  *v1alpha1.InstanceType
+		set  func(*v1alpha1.InstanceResources)
+		want string
+	}{
+		// 40Gi of 80Gi beats 3 of 7 compute slices: half a card.
+		{name: "partition", typ: h100(), set: func(r *v1alpha1.InstanceResources) { r.Partition = "3g.40gb" }, want: "500m"},
+		{name: "slice", typ: l4(), set: func(r *v1alpha1.InstanceResources) { r.Slice = &v1alpha1.SliceRequest{MemoryPercent: 25} }, want: "250m"},
+		{name: "slice with more compute than memory", typ: l4(),
+			set: func(r *v1alpha1.InstanceResources) { r.Slice = &v1alpha1.SliceRequest{MemoryPercent: 25, CoresPercent: 40} }, want: "400m"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			inst := running()
+			inst.Spec.Type = tc.typ.Name
+			inst.Spec.Resources.Accelerators = nil
+			tc.set(&inst.Spec.Resources)
+			pod := renderedPod(t, inst, tc.typ, nil, "pod-1")
+			f := newFixture(t, Options{}, inst, tc.typ, pod, gpuNode(), ownedService(inst, nodePort("jupyter", 8888, 30001)))
+			f.clock = at(time.Hour)
+			f.sync()
+			u := f.instance().Status.Usage
+			if u == nil || u.Current == nil {
+				t.Fatal("no run")
+			}
+			if want := resource.MustParse(tc.want); u.Current.Cards.Cmp(want) != 0 {
+				t.Errorf("share %s, want %s", u.Current.Cards.String(), want.String())
+			}
+		})
 	}
 }
 
