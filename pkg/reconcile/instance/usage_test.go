@@ -82,7 +82,9 @@ func TestSyncUsageShare(t *testing.T) {
 		{name: "partition", typ: h100(), set: func(r *v1alpha1.InstanceResources) { r.Partition = "3g.40gb" }, want: "500m"},
 		{name: "slice", typ: l4(), set: func(r *v1alpha1.InstanceResources) { r.Slice = &v1alpha1.SliceRequest{MemoryPercent: 25} }, want: "250m"},
 		{name: "slice with more compute than memory", typ: l4(),
-			set: func(r *v1alpha1.InstanceResources) { r.Slice = &v1alpha1.SliceRequest{MemoryPercent: 25, CoresPercent: 40} }, want: "400m"},
+			set: func(r *v1alpha1.InstanceResources) {
+				r.Slice = &v1alpha1.SliceRequest{MemoryPercent: 25, CoresPercent: 40}
+			}, want: "400m"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			inst := running()
