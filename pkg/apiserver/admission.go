@@ -160,8 +160,9 @@ func newKilnClients(loopback *restclient.Config, kube kubeinformers.SharedInform
 // slimObject is the informers' transform. The Budget loop watches
 // Instances and Claims only to learn which namespace to recount (the
 // recount lists them with a consistent read), so those informers keep
-// each object's identity alone rather than a second copy of every
-// Instance beside the watch cache. Other objects lose their managedFields,
+// each object's identity alone (and its deletion and finalizers, for the
+// ledger) rather than a second copy of every Instance beside the watch
+// cache. Other objects lose their managedFields,
 // which nothing here reads; an update sent from such a copy leaves the
 // stored ones be.
 func slimObject(obj any) (any, error) {
@@ -177,8 +178,11 @@ func slimObject(obj any) (any, error) {
 	return obj, nil
 }
 
+// identity keeps, beside who the object is, what says its ledger is due
+// to be folded: its deletion and its finalizers.
 func identity(m metav1.ObjectMeta) metav1.ObjectMeta {
-	return metav1.ObjectMeta{Name: m.Name, Namespace: m.Namespace, UID: m.UID, ResourceVersion: m.ResourceVersion, Generation: m.Generation}
+	return metav1.ObjectMeta{Name: m.Name, Namespace: m.Namespace, UID: m.UID, ResourceVersion: m.ResourceVersion, Generation: m.Generation,
+		DeletionTimestamp: m.DeletionTimestamp, Finalizers: m.Finalizers}
 }
 
 func (k *kilnClients) initializer() admission.PluginInitializer {

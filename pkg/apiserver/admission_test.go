@@ -50,14 +50,17 @@ func TestAdmissionOrder(t *testing.T) {
 }
 
 // The informers behind the plugins and the Budget loop keep an Instance's
-// or a Claim's identity only, and nothing's managedFields.
+// or a Claim's identity, deletion and finalizers only (the ledger is
+// folded once only its finalizer is left), and nothing's managedFields.
 func TestSlimObject(t *testing.T) {
 	meta := metav1.ObjectMeta{
 		Name: "nb", Namespace: "team-a", UID: "u1", ResourceVersion: "42", Generation: 3,
+		DeletionTimestamp: &metav1.Time{}, Finalizers: []string{v1alpha1.LedgerFinalizer},
 		Labels:        map[string]string{"app": "nb"},
 		ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "kubectl"}},
 	}
-	identity := metav1.ObjectMeta{Name: "nb", Namespace: "team-a", UID: "u1", ResourceVersion: "42", Generation: 3}
+	identity := metav1.ObjectMeta{Name: "nb", Namespace: "team-a", UID: "u1", ResourceVersion: "42", Generation: 3,
+		DeletionTimestamp: &metav1.Time{}, Finalizers: []string{v1alpha1.LedgerFinalizer}}
 	for _, tc := range []struct {
 		name string
 		in   any

@@ -31,6 +31,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	gpuv1 "kiln.dev/kiln/pkg/apis/gpu/v1alpha1"
+	"kiln.dev/kiln/pkg/domain/ledger"
 	"kiln.dev/kiln/pkg/apiserver/testserver"
 	applygpu "kiln.dev/kiln/pkg/generated/applyconfiguration/gpu/v1alpha1"
 	"kiln.dev/kiln/pkg/generated/clientset/versioned"
@@ -972,5 +973,51 @@ func TestExamplesAreValid(t *testing.T) {
 	}
 	if created < 10 {
 		t.Errorf("created %d example objects, want every one of at least 10", created)
+	}
+}
+
+// TestLedgerFoldsDeleted: a deleted Instance whose only finalizer left is
+// the ledger's goes once the Budget loop has folded its card-hours into
+// the namespace's Budget, and at once where no Budget keeps them.
+func TestLedgerFoldsDeleted(t *testing.T) {
+	c := ctx(t)
+	gpu := client.GpuV1alpha1()
+	hours := &gpuv1.Budget{ObjectMeta: metav1.ObjectMeta{Name: "hours", Namespace: "ledger"},
+		Spec: gpuv1.BudgetSpec{Hard: gpuv1.BudgetResourceList{gpuv1.BudgetAcceleratorHours: resource.MustParse("10")}}}
+	if _, err := gpu.Budgets("ledger").Create(c, hours, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// Half a card-hour today, as kiln-controller would have closed it.
+	now := time.Now().UTC()
+	start := time.Date(now.Year(), now.Month(), now.Day(), 0, 0, 0, 0, time.UTC)
+	for _, ns := range []string{"ledger", "no-budget"} {
+		inst := instance(ns, "done", "h100", 1)
+		inst.Spec.Stopped = true
+		inst.Finalizers = []string{gpuv1.LedgerFinalizer}
+		created, err := gpu.Instances(ns).Create(c, inst, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		created.Status.Usage = &gpuv1.Usage{LastPodUID: "pod", Days: ledger.Run{Type: "h100", Cards: resource.MustParse("1"),
+			Start: start, End: start.Add(30 * time.Minute)}.Days()}
+		if _, err := gpu.Instances(ns).UpdateStatus(c, created, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if err := gpu.Instances(ns).Delete(c, "done", metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if err := wait.PollUntilContextTimeout(c, 50*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+			_, err := gpu.Instances(ns).Get(ctx, "done", metav1.GetOptions{})
+			return apierrors.IsNotFound(err), nil
+		}); err != nil {
+			t.Fatalf("instance %s/done still stored: its ledger's finalizer was not taken off", ns)
+		}
+	}
+	b, err := gpu.Budgets("ledger").Get(c, "hours", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := b.Status.Consumed[gpuv1.BudgetAcceleratorHours]; got.Cmp(resource.MustParse("0.5")) != 0 || len(b.Status.Folded) != 1 {
+		t.Errorf("consumed %s, folded %+v; want the deleted Instance's half card-hour", got.String(), b.Status.Folded)
 	}
 }
