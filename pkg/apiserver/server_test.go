@@ -31,8 +31,8 @@ import (
 	"k8s.io/utils/ptr"
 
 	gpuv1 "kiln.dev/kiln/pkg/apis/gpu/v1alpha1"
-	"kiln.dev/kiln/pkg/domain/ledger"
 	"kiln.dev/kiln/pkg/apiserver/testserver"
+	"kiln.dev/kiln/pkg/domain/ledger"
 	applygpu "kiln.dev/kiln/pkg/generated/applyconfiguration/gpu/v1alpha1"
 	"kiln.dev/kiln/pkg/generated/clientset/versioned"
 )
