@@ -101,11 +101,7 @@ func (t *top) run(ctx context.Context) error {
 		return writeStructured(t.IO.Out, t.output, rows)
 	}
 	if len(rows) == 0 {
-		where := "in namespace " + ns
-		if t.all {
-			where = "in any namespace"
-		}
-		fmt.Fprintf(t.IO.Out, "No running Instances %s.\n", where)
+		fmt.Fprintf(t.IO.Out, "No running Instances %s.\n", scope(ns, t.all))
 		return nil
 	}
 	w := tabwriter.NewWriter(t.IO.Out, 0, 8, 2, ' ', 0)
@@ -133,6 +129,14 @@ func (t *top) run(ctx context.Context) error {
 			dash(r.Mode), dash(r.Share), dash(r.Isolation), util, dash(r.MemoryUsed), idle)
 	}
 	return w.Flush()
+}
+
+// scope says which namespaces a listing covered, for its empty answer.
+func scope(ns string, all bool) string {
+	if all {
+		return "in any namespace"
+	}
+	return "in namespace " + ns
 }
 
 // withUsage fills the rows' usage from the NodeDevices of their nodes:

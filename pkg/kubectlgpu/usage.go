@@ -92,11 +92,7 @@ func (u *usage) run(ctx context.Context) error {
 		return writeStructured(u.IO.Out, u.output, rows)
 	}
 	if len(rows) == 0 {
-		where := "in namespace " + ns
-		if u.all {
-			where = "in any namespace"
-		}
-		fmt.Fprintf(u.IO.Out, "No card-hours counted by a Budget %s this period.\n", where)
+		fmt.Fprintf(u.IO.Out, "No card-hours counted by a Budget %s this period.\n", scope(ns, u.all))
 		return nil
 	}
 	w := tabwriter.NewWriter(u.IO.Out, 0, 8, 2, ' ', 0)

@@ -123,6 +123,10 @@ func Observe(prev *v1alpha1.Usage, o Observation, now time.Time) *v1alpha1.Usage
 		u = *prev.DeepCopy()
 	}
 	changed := false
+	// A run closed now ends where the next may begin: a Pod that went
+	// unseen, replaced by one bound before this sync, is not counted
+	// twice over the same seconds.
+	var closedAt time.Time
 	if c := u.Current; c != nil && (c.PodUID != o.PodUID || o.Cards.IsZero()) {
 		end := now
 		if c.PodUID == o.PodUID || o.PodUID == "" {
@@ -131,10 +135,10 @@ func Observe(prev *v1alpha1.Usage, o Observation, now time.Time) *v1alpha1.Usage
 			}
 		}
 		u.Days = Add(u.Days, now, closed(c, end, o.LastActive).Days()...)
-		u.LastPodUID, u.Current, changed = c.PodUID, nil, true
+		u.LastPodUID, u.Current, changed, closedAt = c.PodUID, nil, true, end
 	}
 	if u.Current == nil && o.PodUID != "" && o.PodUID != u.LastPodUID && !o.Cards.IsZero() {
-		since := o.Since
+		since := later(o.Since, closedAt)
 		if since.IsZero() || since.After(now) {
 			since = now
 		}

@@ -139,6 +139,18 @@ func TestObserveClosesAtNowWithoutARecord(t *testing.T) {
 	}
 }
 
+// A Pod that went unseen and was replaced by one bound before the sync
+// that notices: the seconds both claim are counted once.
+func TestObserveReplacedPodUnseen(t *testing.T) {
+	card := resource.MustParse("1")
+	u := Observe(nil, Observation{PodUID: "old", Since: at("2026-12-06T10:00:00Z"), Type: "h100", Cards: card}, at("2026-12-06T10:00:00Z"))
+	u = Observe(u, Observation{PodUID: "new", Since: at("2026-12-06T10:20:00Z"), Type: "h100", Cards: card}, at("2026-12-06T10:30:00Z"))
+	held, _ := cardSeconds(Days(u, time.Time{}, at("2026-12-06T11:00:00Z")), at("2026-12-01T00:00:00Z"))
+	if want := int64(3600_000); held != want {
+		t.Errorf("held %d milli-card-seconds over an hour of one card, want %d", held, want)
+	}
+}
+
 func TestPeriodBoundary(t *testing.T) {
 	// A run from 30 November 23:00 to 1 December 01:00 on two cards.
 	u := Observe(nil, Observation{PodUID: "p", Since: at("2026-11-30T23:00:00Z"), Type: "h100", Cards: resource.MustParse("2")}, at("2026-11-30T23:00:00Z"))

@@ -74,6 +74,7 @@ func (c *Controller) exhaustStop(ctx context.Context, o *observed, t *v1alpha1.I
 		return err
 	}
 	c.recorder.Event(updated, corev1.EventTypeWarning, ReasonBudgetExhausted, "Stopped: "+why)
-	o.inst, o.budgetStopped, o.budgetStoppedAt = updated, why, metav1.NewTime(now)
+	o.inst, o.stoppedFor = updated, &metav1.Condition{Type: v1alpha1.InstanceConditionBudgetExhausted, Status: metav1.ConditionTrue,
+		Reason: ReasonBudgetExhausted, Message: why, LastTransitionTime: metav1.NewTime(now)}
 	return nil
 }

@@ -73,14 +73,9 @@ type observed struct {
 	// activity sums up the use of the running Pod's devices; nil when
 	// there is none to report.
 	activity *v1alpha1.InstanceActivity
-	// idleStopped is why this sync stopped the Instance for idleness, and
-	// idleStoppedAt when; "" when it did not.
-	idleStopped   string
-	idleStoppedAt metav1.Time
-	// budgetStopped is why this sync stopped the Instance for a spent
-	// Budget, and budgetStoppedAt when; "" when it did not.
-	budgetStopped   string
-	budgetStoppedAt metav1.Time
+	// stoppedFor is the condition that says why this sync stopped the
+	// Instance (IdleStopped, BudgetExhausted); nil when it did not.
+	stoppedFor *metav1.Condition
 	// podDeletedAt is when this sync asked for the Pod's deletion.
 	podDeletedAt time.Time
 	// usage is the ledger after this sync; nil keeps the stored one.
@@ -130,19 +125,13 @@ func computeStatus(o observed) v1alpha1.InstanceStatus {
 	if o.usage != nil {
 		st.Usage = o.usage
 	}
-	switch {
-	case o.idleStopped != "":
-		meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: v1alpha1.InstanceConditionIdleStopped, Status: metav1.ConditionTrue,
-			Reason: ReasonIdleLimit, Message: o.idleStopped, ObservedGeneration: inst.Generation, LastTransitionTime: o.idleStoppedAt})
-	case !inst.Spec.Stopped:
-		// Started again: the stop is history, in the Events.
-		meta.RemoveStatusCondition(&st.Conditions, v1alpha1.InstanceConditionIdleStopped)
+	if c := o.stoppedFor; c != nil {
+		c.ObservedGeneration = inst.Generation
+		meta.SetStatusCondition(&st.Conditions, *c)
 	}
-	switch {
-	case o.budgetStopped != "":
-		meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: v1alpha1.InstanceConditionBudgetExhausted, Status: metav1.ConditionTrue,
-			Reason: ReasonBudgetExhausted, Message: o.budgetStopped, ObservedGeneration: inst.Generation, LastTransitionTime: o.budgetStoppedAt})
-	case !inst.Spec.Stopped:
+	if !inst.Spec.Stopped {
+		// Started again: why it was stopped is history, in the Events.
+		meta.RemoveStatusCondition(&st.Conditions, v1alpha1.InstanceConditionIdleStopped)
 		meta.RemoveStatusCondition(&st.Conditions, v1alpha1.InstanceConditionBudgetExhausted)
 	}
 

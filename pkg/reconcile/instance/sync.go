@@ -461,7 +461,8 @@ func (c *Controller) observeIdle(ctx context.Context, o *observed, t *v1alpha1.I
 	if err != nil {
 		return 0, err
 	}
-	o.inst, o.idleStopped, o.idleStoppedAt = inst, msg, metav1.NewTime(now)
+	o.inst, o.stoppedFor = inst, &metav1.Condition{Type: v1alpha1.InstanceConditionIdleStopped, Status: metav1.ConditionTrue,
+		Reason: ReasonIdleLimit, Message: msg, LastTransitionTime: metav1.NewTime(now)}
 	return 0, nil
 }
 
