@@ -58,10 +58,11 @@ func TestEveryKindPrintsOneCellPerColumn(t *testing.T) {
 			kind:      "Budget",
 			convertor: budget.TableConvertor,
 			obj: &gpu.Budget{ObjectMeta: meta,
-				Spec:   gpu.BudgetSpec{Hard: gpu.BudgetResourceList{gpu.BudgetAccelerators: resource.MustParse("8")}},
-				Status: gpu.BudgetStatus{Used: gpu.BudgetResourceList{gpu.BudgetAccelerators: resource.MustParse("6")}}},
+				Spec: gpu.BudgetSpec{Hard: gpu.BudgetResourceList{gpu.BudgetAccelerators: resource.MustParse("8"), gpu.BudgetAcceleratorHours: resource.MustParse("100")}},
+				Status: gpu.BudgetStatus{Used: gpu.BudgetResourceList{gpu.BudgetAccelerators: resource.MustParse("6")},
+					Consumed: gpu.BudgetResourceList{gpu.BudgetAcceleratorHours: resource.MustParse("12500m")}}},
 			list: &gpu.BudgetList{Items: []gpu.Budget{{ObjectMeta: meta}, {ObjectMeta: meta}}},
-			want: []interface{}{"x", "6/8", "<none>", "0s"},
+			want: []interface{}{"x", "6/8", "<none>", "12.500/100", "0s"},
 		},
 	} {
 		t.Run(tc.kind, func(t *testing.T) {
