@@ -674,7 +674,7 @@ func TestTables(t *testing.T) {
 			"Name,Type,Accelerators,Phase,Node,Attached-To,Reason,Age",
 			map[string]string{"hold": "hold|h100|4"}},
 		{"/apis/gpu.kiln.dev/v1alpha1/namespaces/tables/budgets",
-			"Name,Accelerators,Memory,Age",
+			"Name,Accelerators,Memory,Card-Hours,Age",
 			map[string]string{"team": "team|6.393/8|<none>"}},
 	} {
 		t.Run(tc.path, func(t *testing.T) {
