@@ -344,6 +344,7 @@ func TestTimers(t *testing.T) {
 		{"claim charged until its holder is gone", testClaimChargedUntilHolderGone},
 		{"idle stop", testIdleStop},
 		{"card-hours spent", testLedger},
+		{"card-hours spent on a Claim on real-0", testRealClaimSpent},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

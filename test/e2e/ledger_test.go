@@ -15,6 +15,7 @@ import (
 
 	gpuv1 "kiln.dev/kiln/pkg/apis/gpu/v1alpha1"
 	"kiln.dev/kiln/pkg/domain/ledger"
+	"kiln.dev/kiln/test/localcluster"
 )
 
 // podRuns records, from a watch of the namespace's Pods, each Pod's run
@@ -168,4 +169,106 @@ spec:
 	if len(rows) != 2 || rows[0].Type != "h100" || rows[0].CardHours != fmt.Sprintf("0.%03d", ledgerSeconds(stopped.Status.Usage)*1000/3600) || rows[1].Type != "*" {
 		t.Errorf("kubectl gpu usage rows %+v, want h100 and * at the Budget's %s card-seconds", rows, b.Status.Usage[0].CardSeconds.String())
 	}
+}
+
+// testRealClaimSpent (issue Q): on real-0, a Claim under a Budget of 0.02
+// card-hours (72 card-seconds) with onExhausted Stop, and the Instance
+// running on its card, let go once the hours are spent: the Claim is
+// released, the Instance stopped, no container of theirs runs in
+// containerd any more and the card is free; the Claim cannot be run on
+// again, nor another made, and the Budget counts what the Claim's ledger
+// holds. (An Instance on a Claim charges nothing of its own, so stopping
+// only Instances let a tenant with a Bound Claim run past the key.)
+func testRealClaimSpent(t *testing.T) {
+	needRealNode(t)
+	ns := "e2e-realspent"
+	controllerNamespace(t, ns)
+	typ := realCardType(t, ns)
+	waitRealCardsFree(t)
+	mustKubectl(t, admin(), fmt.Sprintf(`apiVersion: gpu.kiln.dev/v1alpha1
+kind: Budget
+metadata: {name: hours, namespace: %s}
+spec:
+  hard: {accelerator-hours: "0.02", accelerators: "4"}
+  onExhausted: Stop
+`, ns), "create", "-f", "-")
+	mustKubectl(t, tenant(tenantA), claimManifest("held", ns, typ, "  accelerators: 1\n"), "apply", "-f", "-")
+	waitClaim(t, ns, "held", 2*time.Minute, "Bound on "+localcluster.RealNodeName, func(c *gpuv1.Claim) bool {
+		return c.Status.Phase == gpuv1.ClaimBound && c.Status.NodeName == localcluster.RealNodeName && len(c.Status.Devices) == 1
+	})
+	holder, _ := mainContainer(t, ns, "held-hold")
+	mustKubectl(t, tenant(tenantA), listingInstance("on-claim", ns, typ, "  claimName: held\n  resources: {accelerators: 1}\n"), "apply", "-f", "-")
+	waitInstance(t, ns, "on-claim", 2*time.Minute, "Ready on the Claim's card", readyOnRealNode(1))
+	containers := append(podContainers(t, ns, "on-claim"), strings.TrimPrefix(holder, "containerd://"))
+
+	cl := waitClaim(t, ns, "held", 3*time.Minute, "released for its spent Budget", func(c *gpuv1.Claim) bool {
+		cond := meta.FindStatusCondition(c.Status.Conditions, gpuv1.ClaimConditionBudgetExhausted)
+		return c.Status.Phase == gpuv1.ClaimExpired && cond != nil && cond.Status == metav1.ConditionTrue
+	})
+	waitInstance(t, ns, "on-claim", time.Minute, "stopped for its spent Budget", func(i *gpuv1.Instance) bool {
+		c := meta.FindStatusCondition(i.Status.Conditions, gpuv1.InstanceConditionBudgetExhausted)
+		return i.Spec.Stopped && c != nil && c.Status == metav1.ConditionTrue && phaseIs(gpuv1.InstanceStopped)(i)
+	})
+	// What runs on the node: none of their containers, no Pod of theirs.
+	waitFor(t, "no container of the Claim or its Instance running on "+localcluster.RealNodeName, time.Minute,
+		func(context.Context) ([]string, error) {
+			tasks, err := cluster.RealNodeTasks()
+			var running []string
+			for _, id := range containers {
+				if _, ok := tasks[id]; ok {
+					running = append(running, id)
+				}
+			}
+			return running, err
+		},
+		func(running []string) bool { return len(running) == 0 },
+		func(running []string) any { return running })
+	kube, _ := adminClients(t)
+	pods, err := kube.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range pods.Items {
+		t.Errorf("pod %s is still there after the release, on node %q", p.Name, p.Spec.NodeName)
+	}
+	waitRealCardsFree(t)
+
+	events := mustKubectl(t, tenant(tenantA), "", "get", "events", "-n", ns,
+		"--field-selector=involvedObject.kind=Claim,involvedObject.name=held,reason=BudgetExhausted,type=Warning", "-o=jsonpath={.items[*].message}")
+	if !strings.Contains(events, "Released: budget hours spent its accelerator-hours") {
+		t.Errorf("BudgetExhausted events of the Claim: %q, want one naming the Budget and its key", events)
+	}
+	if why := mustKubectlGPU(t, tenant(tenantA), "why", "claim/held", "-n", ns); !strings.Contains(why, "BudgetExhausted") {
+		t.Errorf("kubectl gpu why claim/held:\n%s\nwant it to say the Budget released it", why)
+	}
+	// Neither the Claim nor a new one brings the card back.
+	if _, stderr, err := kubectlGPU(t, tenant(tenantA), "start", "on-claim", "-n", ns); err == nil || !strings.Contains(stderr, `claim "held" has expired`) {
+		t.Errorf("kubectl gpu start on-claim: %v %s; want refused on the released Claim", err, stderr)
+	}
+	if _, err := kubectl(tenant(tenantA), claimManifest("again", ns, typ, "  accelerators: 1\n"), "create", "-f", "-"); err == nil ||
+		!strings.Contains(err.Error(), "(Forbidden)") || !strings.Contains(err.Error(), `exceeds budget "hours": accelerator-hours consumed`) {
+		t.Errorf("a new Claim after the hours are spent: %v; want 403 naming the Budget and its key", err)
+	}
+
+	// The Claim accounted for the card, the Instance on it for nothing,
+	// and the Budget counts the Claim's ledger.
+	held := ledgerSeconds(cl.Status.Usage)
+	if held < 72 || cl.Status.Usage.Current != nil {
+		t.Errorf("the Claim's ledger holds %d card-seconds (open run %+v); want its run closed past the Budget's 72", held, cl.Status.Usage.Current)
+	}
+	inst, err := kilnAdmin(t).GpuV1alpha1().Instances(ns).Get(context.Background(), "on-claim", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := ledgerSeconds(inst.Status.Usage); s != 0 {
+		t.Errorf("the Instance on the Claim's card accounted %d card-seconds of its own, want 0", s)
+	}
+	waitFor(t, "budget hours counting the Claim's closed run", 30*time.Second,
+		func(ctx context.Context) (*gpuv1.Budget, error) {
+			return kilnAdmin(t).GpuV1alpha1().Budgets(ns).Get(ctx, "hours", metav1.GetOptions{})
+		},
+		func(b *gpuv1.Budget) bool {
+			return len(b.Status.Usage) == 1 && b.Status.Usage[0].CardSeconds.Value() == held
+		},
+		func(b *gpuv1.Budget) any { return b.Status })
 }

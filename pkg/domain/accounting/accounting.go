@@ -154,6 +154,24 @@ func ShareOf(req Request, t *v1alpha1.InstanceType) (Share, error) {
 	return Share{}, nil
 }
 
+// CountedShare is the share a recount counts: ShareOf, or, for a request
+// its type can no longer price (a partition profile removed since it was
+// admitted), the whole cards it runs on, the most it can hold, with why
+// it was not priced.
+func CountedShare(req Request, t *v1alpha1.InstanceType) (share Share, unpriced error) {
+	share, unpriced = ShareOf(req, t)
+	if unpriced == nil {
+		return share, nil
+	}
+	cards := int32(1)
+	if req.Cards != nil {
+		cards = *req.Cards
+	}
+	// A count of cards always prices.
+	share, _ = ShareOf(Request{Type: req.Type, Cards: &cards}, t)
+	return share, unpriced
+}
+
 // ceilDiv returns ceil(a*b/c) without overflowing on large byte counts.
 func ceilDiv(a, b, c int64) int64 {
 	if c == 0 {

@@ -131,6 +131,26 @@ func TestShareOfHugeCardsIsExact(t *testing.T) {
 	}
 }
 
+func TestCountedShare(t *testing.T) {
+	for _, tc := range []struct {
+		name         string
+		req          Request
+		wantMilli    int64
+		wantUnpriced bool
+	}{
+		{name: "priced", req: Request{Type: "h100", Partition: "3g.40gb"}, wantMilli: 500},
+		{name: "a profile the type dropped", req: Request{Type: "h100", Partition: "7g.80gb"}, wantMilli: 1000, wantUnpriced: true},
+		{name: "a dropped profile with cards", req: Request{Type: "h100", Partition: "7g.80gb", Cards: ptr.To(int32(2))}, wantMilli: 2000, wantUnpriced: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			share, unpriced := CountedShare(tc.req, h100())
+			if share.MilliCards != tc.wantMilli || (unpriced != nil) != tc.wantUnpriced {
+				t.Errorf("CountedShare = %d milli-cards, %v; want %d, unpriced %v", share.MilliCards, unpriced, tc.wantMilli, tc.wantUnpriced)
+			}
+		})
+	}
+}
+
 // The share must not alias the type's partition memory: the Budget plugin
 // sums shares and would otherwise change the cached InstanceType.
 func TestShareOfCopiesPartitionMemory(t *testing.T) {

@@ -8,6 +8,8 @@
 package ledger
 
 import (
+	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -221,6 +223,38 @@ func HoursKey(k v1alpha1.BudgetResourceName) (typ string, ok bool) {
 		return "", true
 	}
 	return strings.CutPrefix(string(k), v1alpha1.BudgetAcceleratorHoursPerTypePrefix)
+}
+
+// Stopping is the first Budget, by name, with onExhausted Stop that has
+// spent an accelerator-hours key counting the type, and the key; nil when
+// none has. kiln-apiserver's Budget loop writes consumed when a key is
+// spent, so the stored status is enough to say.
+func Stopping(budgets []*v1alpha1.Budget, typ string) (*v1alpha1.Budget, v1alpha1.BudgetResourceName) {
+	budgets = slices.Clone(budgets)
+	slices.SortFunc(budgets, func(a, b *v1alpha1.Budget) int { return strings.Compare(a.Name, b.Name) })
+	for _, b := range budgets {
+		if b.Spec.OnExhausted != v1alpha1.BudgetExhaustedStop {
+			continue
+		}
+		for _, k := range slices.Sorted(maps.Keys(b.Spec.Hard)) {
+			if t, ok := HoursKey(k); !ok || t != "" && t != typ {
+				continue
+			}
+			if consumed, counted := b.Status.Consumed[k]; counted && consumed.Cmp(b.Spec.Hard[k]) >= 0 {
+				return b, k
+			}
+		}
+	}
+	return nil, ""
+}
+
+// Spent says in words that b spent key k and stops what runs, and when
+// card-hours come back.
+func Spent(b *v1alpha1.Budget, k v1alpha1.BudgetResourceName, now time.Time) string {
+	consumed, hard := b.Status.Consumed[k], b.Spec.Hard[k]
+	return fmt.Sprintf("budget %s spent its %s (%s of %s card-hours this period) and has onExhausted: Stop; "+
+		"card-hours come back from %s, or a cluster admin raises the limit",
+		b.Name, k, consumed.String(), hard.String(), PeriodEnd(b.Spec.Period, now).Format(time.RFC3339))
 }
 
 // CardSeconds is the milli-card-seconds usage holds that key counts.

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	"kiln.dev/kiln/pkg/apis/gpu/v1alpha1"
@@ -203,5 +204,49 @@ func TestHours(t *testing.T) {
 		if got := Hours(tc.milli); got.String() != tc.want {
 			t.Errorf("Hours(%d) = %s, want %s", tc.milli, got.String(), tc.want)
 		}
+	}
+}
+
+func TestStopping(t *testing.T) {
+	budget := func(name string, action v1alpha1.BudgetExhaustedAction, key, hard, consumed string) *v1alpha1.Budget {
+		b := &v1alpha1.Budget{
+			ObjectMeta: metav1.ObjectMeta{Name: name},
+			Spec:       v1alpha1.BudgetSpec{Hard: v1alpha1.BudgetResourceList{v1alpha1.BudgetResourceName(key): resource.MustParse(hard)}, OnExhausted: action},
+		}
+		if consumed != "" {
+			b.Status.Consumed = v1alpha1.BudgetResourceList{v1alpha1.BudgetResourceName(key): resource.MustParse(consumed)}
+		}
+		return b
+	}
+	stop, refuse := v1alpha1.BudgetExhaustedStop, v1alpha1.BudgetExhaustedRefuse
+	for _, tc := range []struct {
+		name     string
+		budgets  []*v1alpha1.Budget
+		wantName string
+		wantKey  v1alpha1.BudgetResourceName
+	}{
+		{name: "none"},
+		{name: "spent", budgets: []*v1alpha1.Budget{budget("a", stop, "accelerator-hours", "1", "1")}, wantName: "a", wantKey: "accelerator-hours"},
+		{name: "past the limit", budgets: []*v1alpha1.Budget{budget("a", stop, "accelerator-hours", "1", "2.5")}, wantName: "a", wantKey: "accelerator-hours"},
+		{name: "hours left", budgets: []*v1alpha1.Budget{budget("a", stop, "accelerator-hours", "1", "0.999")}},
+		{name: "not counted yet", budgets: []*v1alpha1.Budget{budget("a", stop, "accelerator-hours", "1", "")}},
+		{name: "Refuse only", budgets: []*v1alpha1.Budget{budget("a", refuse, "accelerator-hours", "1", "1")}},
+		{name: "its type's key", budgets: []*v1alpha1.Budget{budget("a", stop, "accelerator-hours.h100", "1", "1")}, wantName: "a", wantKey: "accelerator-hours.h100"},
+		{name: "another type's key", budgets: []*v1alpha1.Budget{budget("a", stop, "accelerator-hours.a10", "1", "1")}},
+		{name: "a card key over", budgets: []*v1alpha1.Budget{budget("a", stop, "accelerators", "1", "2")}},
+		{name: "first by name", budgets: []*v1alpha1.Budget{
+			budget("z", stop, "accelerator-hours", "1", "1"), budget("b", refuse, "accelerator-hours", "1", "1"), budget("m", stop, "accelerator-hours.h100", "1", "1"),
+		}, wantName: "m", wantKey: "accelerator-hours.h100"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b, k := Stopping(tc.budgets, "h100")
+			name := ""
+			if b != nil {
+				name = b.Name
+			}
+			if name != tc.wantName || k != tc.wantKey {
+				t.Errorf("Stopping = %q %q, want %q %q", name, k, tc.wantName, tc.wantKey)
+			}
+		})
 	}
 }

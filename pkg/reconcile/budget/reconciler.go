@@ -28,7 +28,6 @@ import (
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
-	"k8s.io/utils/ptr"
 
 	"kiln.dev/kiln/pkg/apis/gpu"
 	"kiln.dev/kiln/pkg/apis/gpu/v1alpha1"
@@ -438,17 +437,9 @@ func (r *Reconciler) chargeOf(req accounting.Request) (charge gpu.BudgetResource
 	if err != nil {
 		return nil, "", fmt.Errorf("instancetype %q of a charged object: %w", req.Type, err)
 	}
-	share, err := accounting.ShareOf(req, t)
-	if err == nil {
+	share, unpriced := accounting.CountedShare(req, t)
+	if unpriced == nil {
 		return accounting.Charge(share, t.Name), "", nil
 	}
-	whole := accounting.Request{Type: req.Type, Cards: req.Cards}
-	if whole.Cards == nil {
-		whole.Cards = ptr.To[int32](1)
-	}
-	share, werr := accounting.ShareOf(whole, t)
-	if werr != nil {
-		return nil, "", err
-	}
-	return accounting.Charge(share, t.Name), fmt.Sprintf("%v; counted as %d whole card(s) until it is stopped or changed", err, *whole.Cards), nil
+	return accounting.Charge(share, t.Name), fmt.Sprintf("%v; counted as %d whole card(s) until it is stopped or changed", unpriced, share.MilliCards/1000), nil
 }

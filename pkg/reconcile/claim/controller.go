@@ -34,6 +34,7 @@ import (
 
 	"kiln.dev/kiln/pkg/apis/gpu/v1alpha1"
 	"kiln.dev/kiln/pkg/domain/handover"
+	"kiln.dev/kiln/pkg/domain/ledger"
 	"kiln.dev/kiln/pkg/generated/clientset/versioned"
 	kilninformers "kiln.dev/kiln/pkg/generated/informers/externalversions/gpu/v1alpha1"
 	listers "kiln.dev/kiln/pkg/generated/listers/gpu/v1alpha1"
@@ -241,8 +242,15 @@ func (c *Controller) watch(inf queue.Informers, claims cache.TypedSharedIndexInf
 	)); err != nil {
 		return err
 	}
+	// A Budget that spends a key with onExhausted Stop releases the
+	// namespace's placed Claims.
 	if err := queue.Watch(c.queue, kilninformers.ToTypedBudgetInformer(gpu.Budgets()).TypedInformer(), queue.Handler(
-		func(*v1alpha1.Budget) { c.enqueueWaiting() },
+		func(b *v1alpha1.Budget) {
+			c.enqueueWaiting()
+			if b.Spec.OnExhausted == v1alpha1.BudgetExhaustedStop {
+				c.enqueueNamespace(b.Namespace)
+			}
+		},
 		func(kilninformers.DeletedBudget) { c.enqueueWaiting() },
 	)); err != nil {
 		return err
@@ -280,6 +288,18 @@ func (c *Controller) enqueueSet(cl *v1alpha1.Claim) {
 		if m.Name != cl.Name {
 			c.queue.Add(cache.MetaObjectToName(m))
 		}
+	}
+}
+
+// enqueueNamespace queues every Claim of a namespace.
+func (c *Controller) enqueueNamespace(ns string) {
+	claims, err := c.claims.Claims(ns).List(labels.Everything())
+	if err != nil {
+		utilruntime.HandleError(err)
+		return
+	}
+	for _, cl := range claims {
+		c.queue.Add(cache.MetaObjectToName(cl))
 	}
 }
 
@@ -415,7 +435,8 @@ func (c *Controller) holds(skip map[string]bool) ([]Hold, error) {
 }
 
 // overBudget names a Budget of the namespace that is over a limit the
-// Claim is charged to, "" if none is.
+// Claim is charged to, or that stops what runs under a spent
+// accelerator-hours key of its type; "" if none is.
 func (c *Controller) overBudget(cl *v1alpha1.Claim) (string, error) {
 	budgets, err := c.budgets.Budgets(cl.Namespace).List(labels.Everything())
 	if err != nil {
@@ -433,6 +454,9 @@ func (c *Controller) overBudget(cl *v1alpha1.Claim) (string, error) {
 					b.Name, k, used.String(), hard.String()), nil
 			}
 		}
+	}
+	if b, k := ledger.Stopping(budgets, cl.Spec.Type); b != nil {
+		return ledger.Spent(b, k, c.now()) + "; the Claim waits until then", nil
 	}
 	return "", nil
 }

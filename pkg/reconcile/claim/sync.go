@@ -62,8 +62,19 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) (time.Durat
 	} else {
 		c.forget(cl)
 	}
+	// A placed Claim under a spent key with onExhausted Stop lets go;
+	// one not yet placed waits (placeable).
+	spent := ""
+	if s.st.Phase != v1alpha1.ClaimExpired && node != "" {
+		if spent, err = c.spentBy(s); err != nil {
+			return 0, err
+		}
+	}
 	switch {
 	case s.st.Phase == v1alpha1.ClaimExpired:
+		err = c.release(ctx, s)
+	case spent != "":
+		c.exhaust(s, spent)
 		err = c.release(ctx, s)
 	case foreign != nil:
 		s.wait(v1alpha1.ClaimReasonNameConflict, fmt.Sprintf(

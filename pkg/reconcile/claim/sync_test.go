@@ -934,6 +934,18 @@ func TestSyncWaitingReasons(t *testing.T) {
 		objs:       []runtime.Object{h100(), node("gpu-1"), budget("tenant-b", v1alpha1.BudgetAccelerators, "4", "5")},
 		wantReason: v1alpha1.ClaimReasonScheduling,
 	}, {
+		name:       "accelerator-hours spent under onExhausted Stop",
+		claim:      newClaim("train", 4),
+		objs:       []runtime.Object{h100(), node("gpu-1"), hoursBudget(v1alpha1.BudgetAcceleratorHours, "1", v1alpha1.BudgetExhaustedStop)},
+		wantReason: v1alpha1.ClaimReasonBudget,
+		wantMessage: "budget hours spent its accelerator-hours (1 of 1 card-hours this period) and has onExhausted: Stop; " +
+			"card-hours come back from 2026-04-01T00:00:00Z, or a cluster admin raises the limit; the Claim waits until then",
+	}, {
+		name:       "accelerator-hours spent, Refuse only: placed",
+		claim:      newClaim("train", 4),
+		objs:       []runtime.Object{h100(), node("gpu-1"), hoursBudget(v1alpha1.BudgetAcceleratorHours, "1", v1alpha1.BudgetExhaustedRefuse)},
+		wantReason: v1alpha1.ClaimReasonScheduling,
+	}, {
 		name:        "the type on hold",
 		claim:       newClaim("train", 4),
 		objs:        []runtime.Object{onHold, node("gpu-1")},

@@ -45,9 +45,6 @@ func (c *Controller) claimShare(cl *v1alpha1.Claim) resource.Quantity {
 	if err != nil || v1alpha1.Convert_v1alpha1_ClaimSpec_To_gpu_ClaimSpec(&cl.Spec, &spec, nil) != nil {
 		return resource.Quantity{}
 	}
-	share, err := accounting.ShareOf(accounting.ClaimRequest(&spec), t)
-	if err != nil {
-		return resource.Quantity{}
-	}
+	share, _ := accounting.CountedShare(accounting.ClaimRequest(&spec), t)
 	return *resource.NewMilliQuantity(share.MilliCards, resource.DecimalSI)
 }

@@ -2,9 +2,6 @@ package instance
 
 import (
 	"context"
-	"fmt"
-	"slices"
-	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -19,48 +16,28 @@ import (
 // and of the Warning Event of a stop for spent card-hours.
 const ReasonBudgetExhausted = "BudgetExhausted"
 
-// spentBy says which Budget of the namespace, with onExhausted Stop, has
-// spent an accelerator-hours key that counts the Instance's type, in
-// words; "" when none has. kiln-apiserver's Budget loop counts consumed,
-// and writes it when a key is spent.
+// spentBy says, in words, which Budget of the namespace with onExhausted
+// Stop has spent an accelerator-hours key that counts the Instance's
+// type; "" when none has.
 func (c *Controller) spentBy(inst *v1alpha1.Instance, now time.Time) (string, error) {
 	budgets, err := c.budgets.Budgets(inst.Namespace).List(labels.Everything())
 	if err != nil {
 		return "", err
 	}
-	slices.SortFunc(budgets, func(a, b *v1alpha1.Budget) int { return strings.Compare(a.Name, b.Name) })
-	for _, b := range budgets {
-		if b.Spec.OnExhausted != v1alpha1.BudgetExhaustedStop {
-			continue
-		}
-		keys := make([]v1alpha1.BudgetResourceName, 0, len(b.Spec.Hard))
-		for k := range b.Spec.Hard {
-			keys = append(keys, k)
-		}
-		slices.Sort(keys)
-		for _, k := range keys {
-			typ, ok := ledger.HoursKey(k)
-			if !ok || typ != "" && typ != inst.Spec.Type {
-				continue
-			}
-			consumed, counted := b.Status.Consumed[k]
-			if hard := b.Spec.Hard[k]; counted && consumed.Cmp(hard) >= 0 {
-				return fmt.Sprintf("budget %s spent its %s (%s of %s card-hours this period) and has onExhausted: Stop; "+
-					"card-hours come back from %s, or a cluster admin raises the limit; then start it again with kubectl gpu start %s",
-					b.Name, k, consumed.String(), hard.String(), ledger.PeriodEnd(b.Spec.Period, now).Format(time.RFC3339), inst.Name), nil
-			}
-		}
+	b, k := ledger.Stopping(budgets, inst.Spec.Type)
+	if b == nil {
+		return "", nil
 	}
-	return "", nil
+	return ledger.Spent(b, k, now) + "; then start it again with kubectl gpu start " + inst.Name, nil
 }
 
-// exhaustStop stops a running Instance that holds cards of its own under
-// a spent key, through spec.stopped as an idle stop does. One on its
-// Claim's cards runs on: stopping it would free nothing, the Claim holds
-// them.
+// exhaustStop stops a running Instance that holds cards under a spent
+// key, through spec.stopped as an idle stop does. One on a Claim's cards
+// stops too: the claim loop releases the Claim under the same key, and
+// the Pod would otherwise run on the released cards.
 func (c *Controller) exhaustStop(ctx context.Context, o *observed, t *v1alpha1.InstanceType, now time.Time) error {
 	inst := o.inst
-	if share := instanceShare(inst, t); inst.Spec.Stopped || inst.Spec.ClaimName != "" || share.IsZero() {
+	if share := instanceShare(inst, t); inst.Spec.Stopped || share.IsZero() {
 		return nil
 	}
 	why, err := c.spentBy(inst, now)

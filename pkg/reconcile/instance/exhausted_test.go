@@ -37,7 +37,7 @@ func TestSyncBudgetExhaustedStop(t *testing.T) {
 		{name: "another type's key spent", budget: spentBudget("accelerator-hours.a10", "1", "1", v1alpha1.BudgetExhaustedStop), inst: running()},
 		{name: "hours left", budget: spentBudget("accelerator-hours", "10", "9.999", v1alpha1.BudgetExhaustedStop), inst: running()},
 		{name: "spent, Refuse only", budget: spentBudget("accelerator-hours", "10", "10", v1alpha1.BudgetExhaustedRefuse), inst: running()},
-		{name: "on its Claim's cards", budget: spentBudget("accelerator-hours", "10", "10", v1alpha1.BudgetExhaustedStop), inst: onClaim()},
+		{name: "on its Claim's cards", budget: spentBudget("accelerator-hours", "10", "10", v1alpha1.BudgetExhaustedStop), inst: onClaim(), wantStop: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			pod := readyPod(t, tc.inst)

@@ -30,7 +30,10 @@ func observeUsage(o *observed, t *v1alpha1.InstanceType, now time.Time) {
 		}
 		if gone {
 			ob.Ended = ended
-		} else if pod.Spec.NodeName != "" && !o.nodeLost && o.claim == nil {
+		} else if _, onClaim := pod.Labels[v1alpha1.LabelClaim]; pod.Spec.NodeName != "" && !o.nodeLost && !onClaim {
+			// A Pod rendered on a Claim runs on the cards the Claim is
+			// accounted for, also once the Claim lets go (released,
+			// lost) while the Pod is on its way out.
 			ob.Cards = instanceShare(o.inst, t)
 		}
 	}
@@ -108,13 +111,6 @@ func instanceShare(inst *v1alpha1.Instance, t *v1alpha1.InstanceType) resource.Q
 	if t == nil || v1alpha1.Convert_v1alpha1_InstanceSpec_To_gpu_InstanceSpec(&inst.Spec, &spec, nil) != nil {
 		return resource.Quantity{}
 	}
-	req := accounting.InstanceRequest(&spec)
-	share, err := accounting.ShareOf(req, t)
-	if err != nil {
-		if req.Cards == nil {
-			return *resource.NewQuantity(1, resource.DecimalSI)
-		}
-		return *resource.NewQuantity(int64(*req.Cards), resource.DecimalSI)
-	}
+	share, _ := accounting.CountedShare(accounting.InstanceRequest(&spec), t)
 	return *resource.NewMilliQuantity(share.MilliCards, resource.DecimalSI)
 }

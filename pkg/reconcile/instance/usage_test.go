@@ -107,15 +107,24 @@ func TestSyncUsageShare(t *testing.T) {
 }
 
 // An Instance on its Claim's cards accounts nothing; the Claim does.
+// An Instance on a Claim's cards accounts nothing, also once the Claim
+// let go (released for spent card-hours, say) and the Pod is still there:
+// the Claim accounted for the cards.
 func TestSyncUsageOnAClaim(t *testing.T) {
-	inst := onClaim()
-	cl := reserved(v1alpha1.ClaimAttached, "gpu-1", "train")
-	pod := claimPod(t, inst, "gpu-1")
-	pod.Status.Phase = corev1.PodRunning
-	f := newFixture(t, Options{}, inst, h100(), gpuNode(), cl, pod, ownedService(inst, nodePort("jupyter", 8888, 30001)))
-	f.clock = at(time.Hour)
-	f.sync()
-	if u := f.instance().Status.Usage; u != nil {
-		t.Errorf("usage %+v, want none", u)
+	for _, cl := range []*v1alpha1.Claim{
+		reserved(v1alpha1.ClaimAttached, "gpu-1", "train"),
+		reserved(v1alpha1.ClaimExpired, "", ""),
+	} {
+		t.Run(string(cl.Status.Phase), func(t *testing.T) {
+			inst := onClaim()
+			pod := claimPod(t, inst, "gpu-1")
+			pod.Status.Phase = corev1.PodRunning
+			f := newFixture(t, Options{}, inst, h100(), gpuNode(), cl, pod, ownedService(inst, nodePort("jupyter", 8888, 30001)))
+			f.clock = at(time.Hour)
+			f.sync()
+			if u := f.instance().Status.Usage; u != nil {
+				t.Errorf("usage %+v, want none", u)
+			}
+		})
 	}
 }

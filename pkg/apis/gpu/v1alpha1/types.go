@@ -786,6 +786,11 @@ const (
 // ClaimConditionWaiting says why a Pending claim waits.
 const ClaimConditionWaiting = "Waiting"
 
+// ClaimConditionBudgetExhausted is true on a Claim kiln-controller
+// released (phase Expired) because a Budget with onExhausted Stop spent
+// an accelerator-hours key that counts it.
+const ClaimConditionBudgetExhausted = "BudgetExhausted"
+
 // Reasons of a Claim's Waiting condition: what the tenant can act on.
 const (
 	// ClaimReasonCapacity: no node of the pool has room for all of the
