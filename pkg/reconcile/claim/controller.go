@@ -35,6 +35,7 @@ import (
 	"kiln.dev/kiln/pkg/apis/gpu/v1alpha1"
 	"kiln.dev/kiln/pkg/domain/handover"
 	"kiln.dev/kiln/pkg/domain/ledger"
+	"kiln.dev/kiln/pkg/domain/pool"
 	"kiln.dev/kiln/pkg/generated/clientset/versioned"
 	kilninformers "kiln.dev/kiln/pkg/generated/informers/externalversions/gpu/v1alpha1"
 	listers "kiln.dev/kiln/pkg/generated/listers/gpu/v1alpha1"
@@ -49,6 +50,14 @@ const (
 	byClaim = "claim:spec.claimName"
 	// byNode indexes Claims by the node they hold on.
 	byNode = "status.nodeName"
+	// podsByNode indexes Pods by the node they are bound to; the
+	// InstanceType loop shares it.
+	podsByNode = "spec.nodeName"
+	// podsByPin indexes the Pods of Claims (holders, Instance Pods on
+	// Claims) by the node they are pinned to, bound or not.
+	podsByPin = "claim:pinnedNode"
+	// podsByClaim indexes the Pods labelled with a Claim by "ns/claim".
+	podsByClaim = "claim:label"
 	// byWaiting indexes the Claims that wait for a node under one key.
 	byWaiting = "waiting"
 	waiting   = "waiting"
@@ -93,6 +102,7 @@ type Controller struct {
 	devices   listers.NodeDevicesLister
 	claimIdx  cache.TypedIndexer[*v1alpha1.Claim]
 	instIdx   cache.TypedIndexer[*v1alpha1.Instance]
+	podIdx    cache.TypedIndexer[*corev1.Pod]
 
 	queue    *queue.Queue[cache.ObjectName]
 	recorder record.EventRecorder
@@ -128,6 +138,7 @@ func NewController(kube kubernetes.Interface, kiln versioned.Interface, inf queu
 	gpu, core := inf.Kiln.Gpu().V1alpha1(), inf.Kube.Core().V1()
 	claimInformer := kilninformers.ToTypedClaimInformer(gpu.Claims()).TypedInformer()
 	instInformer := kilninformers.ToTypedInstanceInformer(gpu.Instances()).TypedInformer()
+	podInformer := coreinformers.ToTypedPodInformer(core.Pods()).TypedInformer()
 	c := &Controller{
 		kube:      kube,
 		kiln:      kiln,
@@ -140,13 +151,14 @@ func NewController(kube kubernetes.Interface, kiln versioned.Interface, inf queu
 		devices:   gpu.NodeDevices().Lister(),
 		claimIdx:  claimInformer.GetTypedIndexer(),
 		instIdx:   instInformer.GetTypedIndexer(),
+		podIdx:    podInformer.GetTypedIndexer(),
 		recorder:  recorder,
 		opts:      opts,
 		now:       time.Now,
 		assumed:   map[string]assumption{},
 	}
 	c.queue = queue.NewFair(ControllerName, "claim", c.sync, queue.ByNamespace)
-	if err := addIndexers(claimInformer, instInformer); err != nil {
+	if err := addIndexers(claimInformer, instInformer, podInformer); err != nil {
 		return nil, err
 	}
 	if err := c.watch(inf, claimInformer, instInformer); err != nil {
@@ -155,9 +167,11 @@ func NewController(kube kubernetes.Interface, kiln versioned.Interface, inf queu
 	return c, nil
 }
 
-// addIndexers indexes Claims by node and by waiting, and Instances by the
-// Claim they name.
-func addIndexers(claims cache.TypedSharedIndexInformer[*v1alpha1.Claim], instances cache.TypedSharedIndexInformer[*v1alpha1.Instance]) error {
+// addIndexers indexes Claims by node and by waiting, Instances by the
+// Claim they name, and Pods by their node and a Claim's Pods by the node
+// they are pinned to: a placement reads only its pool's nodes.
+func addIndexers(claims cache.TypedSharedIndexInformer[*v1alpha1.Claim], instances cache.TypedSharedIndexInformer[*v1alpha1.Instance],
+	pods cache.TypedSharedIndexInformer[*corev1.Pod]) error {
 	if err := claims.AddTypedIndexers(kilninformers.ClaimIndexers{
 		byNode: func(cl *v1alpha1.Claim) ([]string, error) {
 			if cl.Status.NodeName != "" {
@@ -183,6 +197,34 @@ func addIndexers(claims cache.TypedSharedIndexInformer[*v1alpha1.Claim], instanc
 		},
 	}); err != nil {
 		return fmt.Errorf("indexing instances for the %s controller: %w", ControllerName, err)
+	}
+	podIndexers := coreinformers.PodIndexers{
+		podsByPin: func(p *corev1.Pod) ([]string, error) {
+			if _, ok := p.Labels[v1alpha1.LabelClaim]; ok {
+				if n := handover.PinnedNode(p); n != "" {
+					return []string{n}, nil
+				}
+			}
+			return nil, nil
+		},
+		podsByClaim: func(p *corev1.Pod) ([]string, error) {
+			if name, ok := p.Labels[v1alpha1.LabelClaim]; ok {
+				return []string{p.Namespace + "/" + name}, nil
+			}
+			return nil, nil
+		},
+	}
+	// Another loop on the same informer may have indexed by node already.
+	if _, ok := pods.GetIndexer().GetIndexers()[podsByNode]; !ok {
+		podIndexers[podsByNode] = func(p *corev1.Pod) ([]string, error) {
+			if p.Spec.NodeName == "" {
+				return nil, nil
+			}
+			return []string{p.Spec.NodeName}, nil
+		}
+	}
+	if err := pods.AddTypedIndexers(podIndexers); err != nil {
+		return fmt.Errorf("indexing pods for the %s controller: %w", ControllerName, err)
 	}
 	return nil
 }
@@ -391,17 +433,44 @@ func (c *Controller) forget(cl *v1alpha1.Claim) {
 	delete(c.assumed, cl.Namespace+"/"+cl.Name)
 }
 
-// holds are the Claims that occupy nodes, except those in skip: those the
-// informer shows placed, and those placed moments ago. The caller holds
-// c.placing.
-func (c *Controller) holds(skip map[string]bool) ([]Hold, error) {
-	all, err := c.claims.List(labels.Everything())
-	if err != nil {
-		return nil, err
+// holds are the Claims that occupy the nodes named, except those in
+// skip: those the informer shows placed there, and those placed moments
+// ago. Only the Claims that can be there are read: by status.nodeName, by
+// a Pod of theirs pinned there, and the assumed ones, so a placement costs
+// what its pool holds, not the cluster. The caller holds c.placing.
+func (c *Controller) holds(nodes []*corev1.Node, skip map[string]bool) ([]Hold, error) {
+	candidates := map[string]*v1alpha1.Claim{}
+	for _, n := range nodes {
+		placed, err := c.claimIdx.ByTypedIndex(byNode, n.Name)
+		if err != nil {
+			return nil, err
+		}
+		for _, cl := range placed {
+			candidates[cl.Namespace+"/"+cl.Name] = cl
+		}
+		pinned, err := c.podIdx.ByTypedIndex(podsByPin, n.Name)
+		if err != nil {
+			return nil, err
+		}
+		for _, p := range pinned {
+			if cl, err := c.claims.Claims(p.Namespace).Get(p.Labels[v1alpha1.LabelClaim]); err == nil {
+				candidates[cl.Namespace+"/"+cl.Name] = cl
+			}
+		}
+	}
+	for key, a := range c.assumed {
+		cl, err := c.claims.Claims(a.hold.Claim.Namespace).Get(a.hold.Claim.Name)
+		switch {
+		case err == nil:
+			candidates[key] = cl
+		case apierrors.IsNotFound(err):
+			delete(c.assumed, key)
+		default:
+			return nil, err
+		}
 	}
 	var out []Hold
-	for _, cl := range all {
-		key := cl.Namespace + "/" + cl.Name
+	for key, cl := range candidates {
 		if skip[key] || cl.Status.Phase == v1alpha1.ClaimLost {
 			continue
 		}
@@ -430,6 +499,34 @@ func (c *Controller) holds(skip map[string]bool) ([]Hold, error) {
 			continue
 		}
 		out = append(out, Hold{Claim: cl, Node: node, Ask: ask})
+	}
+	return out, nil
+}
+
+// poolNodes are the nodes of the type's pool, whatever their state.
+func (c *Controller) poolNodes(t *v1alpha1.InstanceType) ([]*corev1.Node, error) {
+	candidates, err := c.nodes.List(labels.SelectorFromSet(t.Spec.NodeSelector))
+	if err != nil {
+		return nil, err
+	}
+	var out []*corev1.Node
+	for _, n := range candidates {
+		if pool.InPool(t, n) {
+			out = append(out, n)
+		}
+	}
+	return out, nil
+}
+
+// podsOn are the Pods bound to the nodes.
+func (c *Controller) podsOn(nodes []*corev1.Node) ([]*corev1.Pod, error) {
+	var out []*corev1.Pod
+	for _, n := range nodes {
+		on, err := c.podIdx.ByTypedIndex(podsByNode, n.Name)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, on...)
 	}
 	return out, nil
 }

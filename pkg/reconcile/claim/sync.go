@@ -436,15 +436,15 @@ func (c *Controller) place(ctx context.Context, s *step) error {
 		asks = append(asks, ask)
 		skip[m.Namespace+"/"+m.Name] = true
 	}
-	holds, err := c.holds(skip)
+	nodes, err := c.poolNodes(t)
 	if err != nil {
 		return err
 	}
-	nodes, err := c.nodes.List(labels.Everything())
+	holds, err := c.holds(nodes, skip)
 	if err != nil {
 		return err
 	}
-	pods, err := c.pods.List(labels.Everything())
+	pods, err := c.podsOn(nodes)
 	if err != nil {
 		return err
 	}
@@ -659,7 +659,7 @@ func client404(err error) error {
 // holds its cards. Only a live Pod an Instance controls counts: a tenant's
 // Pod that merely carries the label must not keep the holder gated.
 func (c *Controller) otherClaimPods(cl *v1alpha1.Claim) (bool, error) {
-	pods, err := c.pods.Pods(cl.Namespace).List(labels.SelectorFromSet(labels.Set{v1alpha1.LabelClaim: cl.Name}))
+	pods, err := c.podIdx.ByTypedIndex(podsByClaim, cl.Namespace+"/"+cl.Name)
 	if err != nil {
 		return false, err
 	}

@@ -41,7 +41,7 @@ var (
 // the cache they describe, and catchUp plays the informers' part.
 type fixture struct {
 	inf      queue.Informers
-	t        *testing.T
+	t        testing.TB
 	kube     *kubefake.Clientset
 	kiln     *kilnfake.Clientset
 	recorder *record.FakeRecorder
@@ -51,7 +51,7 @@ type fixture struct {
 	claims, instances, types, budgets, pods, nodes, nodeDevices cache.Indexer
 }
 
-func newFixture(t *testing.T, objs ...runtime.Object) *fixture {
+func newFixture(t testing.TB, objs ...runtime.Object) *fixture {
 	t.Helper()
 	var kubeObjs, kilnObjs []runtime.Object
 	for _, o := range objs {
@@ -424,6 +424,21 @@ func TestSyncCountsPlacementsNotYetSeen(t *testing.T) {
 	f.syncKey(cache.ObjectName{Namespace: tenant, Name: "other"})
 	if got := f.claim("other"); got.Status.NodeName != "" || f.pod(handover.HolderName(got)) != nil {
 		t.Errorf("other placed on %q beside train's hold", got.Status.NodeName)
+	}
+}
+
+// A Claim whose holder was made but whose status never said where (the
+// write lost, the controller restarted) holds the node its holder is
+// pinned to: placements read Claims by node and by their pinned Pods,
+// and this one is found only through its Pod.
+func TestSyncCountsHolderPinnedBeforeStatus(t *testing.T) {
+	train := newClaim("train", 6)
+	holder := handover.RenderHolder(train, h100(), "gpu-1", resources(gpu, 6), "pause")
+	holder.UID = "holder-1"
+	f := newFixture(t, train, holder, newClaim("other", 6), h100(), node("gpu-1"))
+	f.syncKey(cache.ObjectName{Namespace: tenant, Name: "other"})
+	if got := f.claim("other"); got.Status.NodeName != "" || f.pod(handover.HolderName(got)) != nil {
+		t.Errorf("other placed on %q beside train's holder", got.Status.NodeName)
 	}
 }
 
