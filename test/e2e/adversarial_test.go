@@ -260,6 +260,10 @@ func TestAdversarialCharges(t *testing.T) {
 	ns := "e2e-adversarial"
 	controllerNamespace(t, ns)
 	kc := tenant(tenantA)
+	// The subtests share the namespace: one whose Instances were still
+	// being deleted when the next one's Budget counted failed class 10
+	// (used 1 + requested 1 > hard 1), so those before a Budget's wait
+	// until their Instances are gone.
 	// budget creates a Budget of the given hard limits (YAML) for one
 	// subtest.
 	budget := func(t *testing.T, ns, name, hard string) {
@@ -291,8 +295,9 @@ func TestAdversarialCharges(t *testing.T) {
 	t.Run("class 2: a stopped or deleted Instance is charged until its Pod is gone", func(t *testing.T) {
 		budget(t, ns, "one-l4", "accelerators.l4: \"1\"")
 		mustKubectl(t, kc, instance("first", ns, "l4", "busybox:1"), "create", "-f", "-")
+		// Gone before the next subtest's Budget counts the namespace.
 		t.Cleanup(func() {
-			kubectl(kc, "", "delete", "instance", "first", "second", "-n", ns, "--ignore-not-found", "--wait=false")
+			kubectl(kc, "", "delete", "instance", "first", "second", "-n", ns, "--ignore-not-found", "--timeout=90s")
 		})
 		waitInstance(t, ns, "first", 90*time.Second, "Ready", phaseIs(gpuv1.InstanceReady))
 		// kwok removes a deleted Pod at once; a kubelet takes up to the
@@ -363,7 +368,7 @@ func TestAdversarialCharges(t *testing.T) {
 		gpuClient := tenantKiln(t, tenantA).GpuV1alpha1().Instances(ns)
 		mustKubectl(t, kc, instance("resting", ns, "l4", "busybox:1"), "create", "-f", "-")
 		t.Cleanup(func() {
-			kubectl(kc, "", "delete", "instance", "resting", "busy", "-n", ns, "--ignore-not-found", "--wait=false")
+			kubectl(kc, "", "delete", "instance", "resting", "busy", "-n", ns, "--ignore-not-found", "--timeout=90s")
 		})
 		waitInstance(t, ns, "resting", 90*time.Second, "Ready", phaseIs(gpuv1.InstanceReady))
 		mustKubectlGPU(t, kc, "stop", "resting", "-n", ns, "--wait")
@@ -396,7 +401,7 @@ func TestAdversarialCharges(t *testing.T) {
 	t.Run("class 2: no delete orphans an Instance's or a Claim's Pod", func(t *testing.T) {
 		mustKubectl(t, kc, instance("orphan-me", ns, "l4", "busybox:1")+"---\n"+claimManifest("orphan-me", ns, "l4", "  accelerators: 1\n"), "create", "-f", "-")
 		t.Cleanup(func() {
-			kubectl(kc, "", "delete", "instance,claim", "orphan-me", "-n", ns, "--ignore-not-found", "--wait=false")
+			kubectl(kc, "", "delete", "instance,claim", "orphan-me", "-n", ns, "--ignore-not-found", "--timeout=90s")
 		})
 		for _, kind := range []string{"Instance", "Claim"} {
 			want := fmt.Sprintf(`is forbidden: propagationPolicy Orphan would detach the %[1]s's Pod from it, and the Pod would run on uncharged once the %[1]s is gone; delete with propagationPolicy Background (kubectl's default) or Foreground`, kind)
@@ -415,7 +420,7 @@ func TestAdversarialCharges(t *testing.T) {
 	// the difference at once for another Instance to spend.
 	t.Run("a running Instance cannot free cards its Pod holds by shrinking", func(t *testing.T) {
 		mustKubectl(t, kc, strings.Replace(instance("wide", ns, "l4", "busybox:1"), "accelerators: 1", "accelerators: 2", 1), "create", "-f", "-")
-		t.Cleanup(func() { kubectl(kc, "", "delete", "instance", "wide", "-n", ns, "--ignore-not-found", "--wait=false") })
+		t.Cleanup(func() { kubectl(kc, "", "delete", "instance", "wide", "-n", ns, "--ignore-not-found", "--timeout=90s") })
 		waitInstance(t, ns, "wide", 90*time.Second, "Ready", phaseIs(gpuv1.InstanceReady))
 		const shrink = "spec.resources: Forbidden: the Instance is running or still stopping, and its Pod holds 2 accelerators until it is gone, so its accelerators may grow but not become 1 accelerators; stop it, wait for phase Stopped, then change them and start it"
 		refused(t, "", shrink, "patch", "instance", "wide", "-n", ns, "--type=merge", "-p", `{"spec":{"resources":{"accelerators":1}}}`)

@@ -227,6 +227,12 @@ func InstanceCharge(spec *gpu.InstanceSpec, cards gpu.BudgetResourceList) gpu.Bu
 // before it makes one. Tenants cannot write status, so they cannot
 // release a charge early.
 func InstanceHolds(inst *gpu.Instance) bool {
+	// Being deleted, it holds until kiln-controller has seen its Pod gone
+	// and taken its finalizer off; the ledger's finalizer, which stays
+	// until kiln-apiserver has folded its card-hours, holds no card.
+	if inst.DeletionTimestamp != nil && !slices.Contains(inst.Finalizers, gpu.InstanceFinalizer) {
+		return false
+	}
 	if !inst.Spec.Stopped {
 		return true
 	}
@@ -245,6 +251,11 @@ func InstanceHolds(inst *gpu.Instance) bool {
 // only once its holder Pod is gone: a holder still Terminating may still
 // run on the cards, and they stay charged until it is gone.
 func ClaimCharged(c *gpu.Claim) bool {
+	// Being deleted, as InstanceHolds: the claim loop takes its finalizer
+	// off once the holder is gone.
+	if c.DeletionTimestamp != nil && !slices.Contains(c.Finalizers, gpu.ClaimFinalizer) {
+		return false
+	}
 	return ClaimPhaseCharged(c.Status.Phase) || c.Status.NodeName != ""
 }
 

@@ -251,6 +251,8 @@ func TestInstanceHolds(t *testing.T) {
 		{"being deleted", inst(true, gpu.InstanceDeleting, 3, 3, gpu.InstanceFinalizer), true},
 		{"created stopped, no controller has touched it", inst(true, "", 1, 0), false},
 		{"stopped with the controller's finalizer, no status yet", inst(true, "", 2, 0, gpu.InstanceFinalizer), true},
+		{"deleted while running, the controller's finalizer on", deleted(inst(false, gpu.InstanceDeleting, 1, 1, gpu.InstanceFinalizer, gpu.LedgerFinalizer)), true},
+		{"deleted, only the ledger's finalizer left", deleted(inst(false, gpu.InstanceDeleting, 1, 1, gpu.LedgerFinalizer)), false},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -354,11 +356,19 @@ func TestRequestReaders(t *testing.T) {
 	}
 }
 
+// deleted marks o as being deleted.
+func deleted[O metav1.Object](o O) O {
+	o.SetDeletionTimestamp(ptr.To(metav1.Now()))
+	return o
+}
+
 func TestClaimCharged(t *testing.T) {
 	cases := []struct {
-		phase gpu.ClaimPhase
-		node  string
-		want  bool
+		phase      gpu.ClaimPhase
+		node       string
+		deleting   bool
+		finalizers []string
+		want       bool
 	}{
 		{phase: "", want: true},
 		{phase: gpu.ClaimPending, want: true},
@@ -369,11 +379,17 @@ func TestClaimCharged(t *testing.T) {
 		// Its holder has not been seen gone yet.
 		{phase: gpu.ClaimExpired, node: "gpu-1", want: true},
 		{phase: "Unknown"},
+		// Being deleted: held until the claim loop lets go of it.
+		{phase: gpu.ClaimBound, node: "gpu-1", deleting: true, finalizers: []string{gpu.ClaimFinalizer, gpu.LedgerFinalizer}, want: true},
+		{phase: gpu.ClaimBound, node: "gpu-1", deleting: true, finalizers: []string{gpu.LedgerFinalizer}},
 	}
 	for _, tc := range cases {
-		t.Run(fmt.Sprintf("phase %s on %q", tc.phase, tc.node), func(t *testing.T) {
+		t.Run(fmt.Sprintf("phase %s on %q deleting %v %v", tc.phase, tc.node, tc.deleting, tc.finalizers), func(t *testing.T) {
 			c := cardsClaim(1)
-			c.Status.Phase, c.Status.NodeName = tc.phase, tc.node
+			c.Status.Phase, c.Status.NodeName, c.Finalizers = tc.phase, tc.node, tc.finalizers
+			if tc.deleting {
+				c = deleted(c)
+			}
 			if got := ClaimCharged(c); got != tc.want {
 				t.Errorf("ClaimCharged(%+v) = %v, want %v", c.Status, got, tc.want)
 			}
