@@ -46,15 +46,22 @@ type Hold struct {
 }
 
 // Free is what each schedulable node of the type's pool has left of the
-// resources asks name, counting each thing once: the requests of bound Pods
+// resources ask names, counting each thing once: the requests of bound Pods
 // that belong to no Claim, and the asks of the Claims held there (a
 // Claim's holder and its Instance's Pod are counted as the Claim, never
-// besides it).
-func Free(t *v1alpha1.InstanceType, nodes []*corev1.Node, pods []*corev1.Pod, holds []Hold) map[string]corev1.ResourceList {
+// besides it). Only those resources are read, so that a placement
+// allocates per node, not per Pod.
+func Free(t *v1alpha1.InstanceType, ask corev1.ResourceList, nodes []*corev1.Node, pods []*corev1.Pod, holds []Hold) map[string]corev1.ResourceList {
 	free := map[string]corev1.ResourceList{}
 	for _, n := range nodes {
 		if pool.InPool(t, n) && pool.Schedulable(t, n) {
-			free[n.Name] = n.Status.Allocatable.DeepCopy()
+			f := make(corev1.ResourceList, len(ask))
+			for name := range ask {
+				if q, ok := n.Status.Allocatable[name]; ok {
+					f[name] = q.DeepCopy()
+				}
+			}
+			free[n.Name] = f
 		}
 	}
 	held := map[string]bool{}
@@ -72,7 +79,12 @@ func Free(t *v1alpha1.InstanceType, nodes []*corev1.Node, pods []*corev1.Pod, ho
 		if name, ok := p.Labels[v1alpha1.LabelClaim]; ok && held[p.Namespace+"/"+name+"@"+p.Spec.NodeName] {
 			continue
 		}
-		subtract(f, pool.PodRequests(p))
+		for name, q := range f {
+			if r := pool.PodRequest(p, name); r != 0 {
+				q.SetMilli(q.MilliValue() - r)
+				f[name] = q
+			}
+		}
 	}
 	return free
 }

@@ -254,7 +254,7 @@ func TestFree(t *testing.T) {
 		want:  map[string]map[corev1.ResourceName]int64{"mig": {gpu: 3, mig: 4}},
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
-			got := Free(h100(), tc.nodes, tc.pods, tc.holds)
+			got := Free(h100(), resources(gpu, 1, mig, 1), tc.nodes, tc.pods, tc.holds)
 			if diff := cmp.Diff(tc.want, values(got)); diff != "" {
 				t.Errorf("free (-want +got):\n%s", diff)
 			}
@@ -406,7 +406,8 @@ func TestPlace(t *testing.T) {
 			if len(tc.claims) > 1 {
 				what = "claim c"
 			}
-			got := Place(h100(), sum(asks...), Free(h100(), tc.nodes, tc.pods, tc.holds), tc.pin, what)
+			ask := sum(asks...)
+			got := Place(h100(), ask, Free(h100(), ask, tc.nodes, tc.pods, tc.holds), tc.pin, what)
 			if diff := cmp.Diff(tc.want, got); diff != "" {
 				t.Errorf("placement (-want +got):\n%s", diff)
 			}

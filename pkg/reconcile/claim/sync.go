@@ -452,7 +452,8 @@ func (c *Controller) place(ctx context.Context, s *step) error {
 	if set, ok := cl.Labels[v1alpha1.ClaimSetLabel]; ok {
 		what = fmt.Sprintf("claim set %s (%d claims)", set, len(group))
 	}
-	p := Place(t, sum(asks...), Free(t, nodes, pods, holds), pin, what)
+	ask := sum(asks...)
+	p := Place(t, ask, Free(t, ask, nodes, pods, holds), pin, what)
 	if p.Node == "" {
 		s.wait(p.Reason, p.Message)
 		return nil
