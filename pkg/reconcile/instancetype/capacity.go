@@ -63,15 +63,24 @@ func Capacity(t *v1alpha1.InstanceType, nodes []*corev1.Node, pods []*corev1.Pod
 			counted[n.Name] = n
 		}
 	}
-	used := map[string]corev1.ResourceList{}
+	// Only the counted resources are read, in thousandths: a recount
+	// follows every Pod event of the pool.
+	names := countedResources(t)
+	used := map[string]map[corev1.ResourceName]int64{}
 	for _, p := range pods {
 		if _, ok := counted[p.Spec.NodeName]; !ok || !pool.Occupies(p) {
 			continue
 		}
-		if used[p.Spec.NodeName] == nil {
-			used[p.Spec.NodeName] = corev1.ResourceList{}
+		u := used[p.Spec.NodeName]
+		if u == nil {
+			u = make(map[corev1.ResourceName]int64, len(names))
+			used[p.Spec.NodeName] = u
 		}
-		pool.AddResources(used[p.Spec.NodeName], pool.PodRequests(p))
+		for _, name := range names {
+			if r := pool.PodRequest(p, name); r != 0 {
+				u[name] += r
+			}
+		}
 	}
 
 	c := v1alpha1.InstanceTypeCapacity{Nodes: int32(len(counted))}
@@ -88,15 +97,16 @@ func Capacity(t *v1alpha1.InstanceType, nodes []*corev1.Node, pods []*corev1.Pod
 // count sums a resource's allocatable and free units over nodes. A node
 // whose Pods ask for more than it has (it shrank under them) has none free,
 // and does not eat into the others'.
-func count(nodes map[string]*corev1.Node, used map[string]corev1.ResourceList, name corev1.ResourceName) (total, free int32) {
+func count(nodes map[string]*corev1.Node, used map[string]map[corev1.ResourceName]int64, name corev1.ResourceName) (total, free int32) {
 	if name == "" {
 		return 0, 0
 	}
 	for nodeName, n := range nodes {
 		alloc := n.Status.Allocatable[name]
-		inUse := used[nodeName][name]
+		// Units in use, a fraction of one rounded up as Quantity.Value does.
+		inUse := (used[nodeName][name] + 999) / 1000
 		total += int32(alloc.Value())
-		free += int32(max(alloc.Value()-inUse.Value(), 0))
+		free += int32(max(alloc.Value()-inUse, 0))
 	}
 	return total, free
 }
