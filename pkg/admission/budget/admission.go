@@ -455,8 +455,9 @@ func spent(b *gpu.Budget, delta gpu.BudgetResourceList, now time.Time) string {
 	slices.Sort(keys)
 	for _, k := range keys {
 		hard := b.Spec.Hard[k]
-		consumed := b.Status.Consumed[k]
-		held := ledger.HoursOf(consumed)
+		// From the exact usage consumed was written with: consumed itself
+		// is rounded up to the thousandth of an hour.
+		held := heldSeconds(b.Status.Usage, k)
 		if t := b.Status.ConsumedTime; t != nil && now.After(t.Time) {
 			rate := b.Status.Used[charged[k]]
 			held += rate.MilliValue() * int64(now.Sub(t.Time)/time.Second)
@@ -474,6 +475,17 @@ func spent(b *gpu.Budget, delta gpu.BudgetResourceList, now time.Time) string {
 			ledger.PeriodStart(period, now).Format(time.RFC3339), ledger.PeriodEnd(period, now).Format(time.RFC3339), k)
 	}
 	return ""
+}
+
+// heldSeconds is the milli-card-seconds usage holds that hours key k
+// counts, as ledger.CardSeconds reads a stored Budget.
+func heldSeconds(usage []gpu.BudgetUsage, k gpu.BudgetResourceName) int64 {
+	out := make([]v1alpha1.BudgetUsage, len(usage))
+	for i := range usage {
+		// Plain field copies: the conversion cannot fail.
+		_ = v1alpha1.Convert_gpu_BudgetUsage_To_v1alpha1_BudgetUsage(&usage[i], &out[i], nil)
+	}
+	return ledger.CardSeconds(out, v1alpha1.BudgetResourceName(k))
 }
 
 // restrict keeps the keys the Budget limits.

@@ -626,6 +626,9 @@ func TestPluginValidate(t *testing.T) {
 			obj:     claim("hold", 1), wantCode: http.StatusForbidden,
 			wantErr: forbidden("claims", "hold", `exceeds budget "team": accelerator-hours consumed 11 + requested 1 card(s) > hard 10 this period `+
 				`(since 2026-03-01T00:00:00Z); card-hours come back from 2026-04-01T00:00:00Z, or a cluster admin raises spec.hard[accelerator-hours]`)},
+		{name: "consumed is rounded up to the limit, the usage a second short of it: admitted",
+			budgets: []*v1alpha1.Budget{heldHours(budget("team", list("accelerator-hours", "1"), nil), "1", 3599_000, 0)},
+			obj:     instance("train", 2)},
 		{name: "a type's hours do not bind another type",
 			budgets: []*v1alpha1.Budget{hours(budget("team", list("accelerator-hours.a10", "1"), nil), "1", 0)},
 			obj:     instance("train", 2)},
@@ -674,14 +677,27 @@ func TestPluginValidate(t *testing.T) {
 }
 
 // hours is b with consumed card-hours counted age before chargeTime, under
-// each of its accelerator-hours keys.
+// each of its accelerator-hours keys, all held by the one type its keys
+// name (h100 unless one names another).
 func hours(b *v1alpha1.Budget, consumed string, age time.Duration) *v1alpha1.Budget {
+	q := resource.MustParse(consumed)
+	return heldHours(b, consumed, q.MilliValue()*3600, age)
+}
+
+// heldHours is hours with the exact usage given in milli-card-seconds,
+// where consumed is that rounded up.
+func heldHours(b *v1alpha1.Budget, consumed string, milliCardSeconds int64, age time.Duration) *v1alpha1.Budget {
 	b.Status.Consumed = v1alpha1.BudgetResourceList{}
+	typ := "h100"
 	for k := range b.Spec.Hard {
 		if strings.HasPrefix(string(k), "accelerator-hours") {
 			b.Status.Consumed[k] = resource.MustParse(consumed)
 		}
+		if t, ok := strings.CutPrefix(string(k), "accelerator-hours."); ok {
+			typ = t
+		}
 	}
+	b.Status.Usage = []v1alpha1.BudgetUsage{{InstanceType: typ, CardSeconds: *resource.NewMilliQuantity(milliCardSeconds, resource.DecimalSI)}}
 	b.Status.ConsumedTime = &metav1.Time{Time: chargeTime.Add(-age)}
 	return b
 }

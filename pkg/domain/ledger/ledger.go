@@ -227,8 +227,8 @@ func HoursKey(k v1alpha1.BudgetResourceName) (typ string, ok bool) {
 
 // Stopping is the first Budget, by name, with onExhausted Stop that has
 // spent an accelerator-hours key counting the type, and the key; nil when
-// none has. kiln-apiserver's Budget loop writes consumed when a key is
-// spent, so the stored status is enough to say.
+// none has. kiln-apiserver's Budget loop writes consumed and usage when a
+// key is spent, so the stored status is enough to say.
 func Stopping(budgets []*v1alpha1.Budget, typ string) (*v1alpha1.Budget, v1alpha1.BudgetResourceName) {
 	budgets = slices.Clone(budgets)
 	slices.SortFunc(budgets, func(a, b *v1alpha1.Budget) int { return strings.Compare(a.Name, b.Name) })
@@ -240,7 +240,10 @@ func Stopping(budgets []*v1alpha1.Budget, typ string) (*v1alpha1.Budget, v1alpha
 			if t, ok := HoursKey(k); !ok || t != "" && t != typ {
 				continue
 			}
-			if consumed, counted := b.Status.Consumed[k]; counted && consumed.Cmp(b.Spec.Hard[k]) >= 0 {
+			// consumed is rounded up to the thousandth of an hour (3.6
+			// s): whether the key is spent is read from the exact usage
+			// it was written with.
+			if _, counted := b.Status.Consumed[k]; counted && CardSeconds(b.Status.Usage, k) >= HoursOf(b.Spec.Hard[k]) {
 				return b, k
 			}
 		}

@@ -214,11 +214,21 @@ func TestStopping(t *testing.T) {
 			Spec:       v1alpha1.BudgetSpec{Hard: v1alpha1.BudgetResourceList{v1alpha1.BudgetResourceName(key): resource.MustParse(hard)}, OnExhausted: action},
 		}
 		if consumed != "" {
-			b.Status.Consumed = v1alpha1.BudgetResourceList{v1alpha1.BudgetResourceName(key): resource.MustParse(consumed)}
+			q := resource.MustParse(consumed)
+			typ, _ := HoursKey(v1alpha1.BudgetResourceName(key))
+			if typ == "" {
+				typ = "h100"
+			}
+			b.Status.Consumed = v1alpha1.BudgetResourceList{v1alpha1.BudgetResourceName(key): q}
+			b.Status.Usage = []v1alpha1.BudgetUsage{{InstanceType: typ, CardSeconds: *resource.NewMilliQuantity(q.MilliValue()*3600, resource.DecimalSI)}}
 		}
 		return b
 	}
 	stop, refuse := v1alpha1.BudgetExhaustedStop, v1alpha1.BudgetExhaustedRefuse
+	// rounded is a Budget whose consumed is rounded up to its limit from
+	// a usage a second short of it.
+	rounded := budget("r", stop, "accelerator-hours", "1", "1")
+	rounded.Status.Usage[0].CardSeconds = resource.MustParse("3599")
 	for _, tc := range []struct {
 		name     string
 		budgets  []*v1alpha1.Budget
@@ -233,6 +243,7 @@ func TestStopping(t *testing.T) {
 		{name: "Refuse only", budgets: []*v1alpha1.Budget{budget("a", refuse, "accelerator-hours", "1", "1")}},
 		{name: "its type's key", budgets: []*v1alpha1.Budget{budget("a", stop, "accelerator-hours.h100", "1", "1")}, wantName: "a", wantKey: "accelerator-hours.h100"},
 		{name: "another type's key", budgets: []*v1alpha1.Budget{budget("a", stop, "accelerator-hours.a10", "1", "1")}},
+		{name: "consumed rounded up to the limit, a second left", budgets: []*v1alpha1.Budget{rounded}},
 		{name: "a card key over", budgets: []*v1alpha1.Budget{budget("a", stop, "accelerators", "1", "2")}},
 		{name: "first by name", budgets: []*v1alpha1.Budget{
 			budget("z", stop, "accelerator-hours", "1", "1"), budget("b", refuse, "accelerator-hours", "1", "1"), budget("m", stop, "accelerator-hours.h100", "1", "1"),

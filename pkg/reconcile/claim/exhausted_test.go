@@ -18,10 +18,16 @@ import (
 
 // hoursBudget limits key to 1 card-hour, of which consumed are spent.
 func hoursBudget(key v1alpha1.BudgetResourceName, consumed string, action v1alpha1.BudgetExhaustedAction) *v1alpha1.Budget {
+	q := resource.MustParse(consumed)
+	typ, _ := ledger.HoursKey(key)
+	if typ == "" {
+		typ = "h100"
+	}
 	return &v1alpha1.Budget{
 		ObjectMeta: metav1.ObjectMeta{Name: "hours", Namespace: tenant},
 		Spec:       v1alpha1.BudgetSpec{Hard: v1alpha1.BudgetResourceList{key: resource.MustParse("1")}, OnExhausted: action},
-		Status:     v1alpha1.BudgetStatus{Consumed: v1alpha1.BudgetResourceList{key: resource.MustParse(consumed)}},
+		Status: v1alpha1.BudgetStatus{Consumed: v1alpha1.BudgetResourceList{key: q},
+			Usage: []v1alpha1.BudgetUsage{{InstanceType: typ, CardSeconds: *resource.NewMilliQuantity(q.MilliValue()*3600, resource.DecimalSI)}}},
 	}
 }
 

@@ -11,15 +11,22 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"kiln.dev/kiln/pkg/apis/gpu/v1alpha1"
+	"kiln.dev/kiln/pkg/domain/ledger"
 )
 
 // spentBudget is a Budget of key limited to hard card-hours, consumed
 // consumed, stopping what runs once spent when stop is set.
 func spentBudget(key, hard, consumed string, action v1alpha1.BudgetExhaustedAction) *v1alpha1.Budget {
+	q := resource.MustParse(consumed)
+	typ, _ := ledger.HoursKey(v1alpha1.BudgetResourceName(key))
+	if typ == "" {
+		typ = "h100"
+	}
 	return &v1alpha1.Budget{
 		ObjectMeta: metav1.ObjectMeta{Name: "hours", Namespace: key0.Namespace},
 		Spec:       v1alpha1.BudgetSpec{Hard: v1alpha1.BudgetResourceList{v1alpha1.BudgetResourceName(key): resource.MustParse(hard)}, OnExhausted: action},
-		Status:     v1alpha1.BudgetStatus{Consumed: v1alpha1.BudgetResourceList{v1alpha1.BudgetResourceName(key): resource.MustParse(consumed)}},
+		Status: v1alpha1.BudgetStatus{Consumed: v1alpha1.BudgetResourceList{v1alpha1.BudgetResourceName(key): q},
+			Usage: []v1alpha1.BudgetUsage{{InstanceType: typ, CardSeconds: *resource.NewMilliQuantity(q.MilliValue()*3600, resource.DecimalSI)}}},
 	}
 }
 
