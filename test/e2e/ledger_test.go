@@ -253,6 +253,7 @@ spec:
 	// The Claim accounted for the card, the Instance on it for nothing,
 	// and the Budget counts the Claim's ledger.
 	held := ledgerSeconds(cl.Status.Usage)
+	t.Logf("the Claim's ledger holds %d card-seconds against the Budget's 72", held)
 	if held < 72 || cl.Status.Usage.Current != nil {
 		t.Errorf("the Claim's ledger holds %d card-seconds (open run %+v); want its run closed past the Budget's 72", held, cl.Status.Usage.Current)
 	}
