@@ -88,6 +88,19 @@ func ledgerSeconds(u *gpuv1.Usage) int64 {
 	return milli / 1000
 }
 
+// stopBudget creates Budget "hours" in ns: hours card-hours and 4 cards,
+// onExhausted Stop.
+func stopBudget(t *testing.T, ns, hours string) {
+	t.Helper()
+	mustKubectl(t, admin(), fmt.Sprintf(`apiVersion: gpu.kiln.dev/v1alpha1
+kind: Budget
+metadata: {name: hours, namespace: %s}
+spec:
+  hard: {accelerator-hours: %q, accelerators: "4"}
+  onExhausted: Stop
+`, ns, hours), "create", "-f", "-")
+}
+
 // testLedger (issue Q): an Instance under a Budget of 0.01 card-hours
 // (36 card-seconds) with onExhausted Stop is stopped once they are spent,
 // with the Event and kubectl gpu why; a start and a create are then
@@ -97,13 +110,7 @@ func testLedger(t *testing.T) {
 	ns := "e2e-ledger"
 	controllerNamespace(t, ns)
 	runs := watchPodRuns(t, ns)
-	mustKubectl(t, admin(), fmt.Sprintf(`apiVersion: gpu.kiln.dev/v1alpha1
-kind: Budget
-metadata: {name: hours, namespace: %s}
-spec:
-  hard: {accelerator-hours: "0.01", accelerators: "4"}
-  onExhausted: Stop
-`, ns), "create", "-f", "-")
+	stopBudget(t, ns, "0.01")
 	mustKubectl(t, tenant(tenantA), instance("spender", ns, "h100", "busybox:1"), "create", "-f", "-")
 	waitInstance(t, ns, "spender", 90*time.Second, "Ready", phaseIs(gpuv1.InstanceReady))
 	stopped := waitInstance(t, ns, "spender", 2*time.Minute, "stopped for its spent Budget", func(i *gpuv1.Instance) bool {
@@ -185,13 +192,7 @@ func testRealClaimSpent(t *testing.T) {
 	controllerNamespace(t, ns)
 	typ := realCardType(t, ns)
 	waitRealCardsFree(t)
-	mustKubectl(t, admin(), fmt.Sprintf(`apiVersion: gpu.kiln.dev/v1alpha1
-kind: Budget
-metadata: {name: hours, namespace: %s}
-spec:
-  hard: {accelerator-hours: "0.02", accelerators: "4"}
-  onExhausted: Stop
-`, ns), "create", "-f", "-")
+	stopBudget(t, ns, "0.02")
 	mustKubectl(t, tenant(tenantA), claimManifest("held", ns, typ, "  accelerators: 1\n"), "apply", "-f", "-")
 	waitClaim(t, ns, "held", 2*time.Minute, "Bound on "+localcluster.RealNodeName, func(c *gpuv1.Claim) bool {
 		return c.Status.Phase == gpuv1.ClaimBound && c.Status.NodeName == localcluster.RealNodeName && len(c.Status.Devices) == 1

@@ -50,9 +50,6 @@ const (
 	byClaim = "claim:spec.claimName"
 	// byNode indexes Claims by the node they hold on.
 	byNode = "status.nodeName"
-	// podsByNode indexes Pods by the node they are bound to; the
-	// InstanceType loop shares it.
-	podsByNode = "spec.nodeName"
 	// podsByPin indexes the Pods of Claims (holders, Instance Pods on
 	// Claims) by the node they are pinned to, bound or not.
 	podsByPin = "claim:pinnedNode"
@@ -214,14 +211,8 @@ func addIndexers(claims cache.TypedSharedIndexInformer[*v1alpha1.Claim], instanc
 			return nil, nil
 		},
 	}
-	// Another loop on the same informer may have indexed by node already.
-	if _, ok := pods.GetIndexer().GetIndexers()[podsByNode]; !ok {
-		podIndexers[podsByNode] = func(p *corev1.Pod) ([]string, error) {
-			if p.Spec.NodeName == "" {
-				return nil, nil
-			}
-			return []string{p.Spec.NodeName}, nil
-		}
+	if err := pool.IndexPodsByNode(pods); err != nil {
+		return fmt.Errorf("the %s controller: %w", ControllerName, err)
 	}
 	if err := pods.AddTypedIndexers(podIndexers); err != nil {
 		return fmt.Errorf("indexing pods for the %s controller: %w", ControllerName, err)
@@ -499,34 +490,6 @@ func (c *Controller) holds(nodes []*corev1.Node, skip map[string]bool) ([]Hold, 
 			continue
 		}
 		out = append(out, Hold{Claim: cl, Node: node, Ask: ask})
-	}
-	return out, nil
-}
-
-// poolNodes are the nodes of the type's pool, whatever their state.
-func (c *Controller) poolNodes(t *v1alpha1.InstanceType) ([]*corev1.Node, error) {
-	candidates, err := c.nodes.List(labels.SelectorFromSet(t.Spec.NodeSelector))
-	if err != nil {
-		return nil, err
-	}
-	var out []*corev1.Node
-	for _, n := range candidates {
-		if pool.InPool(t, n) {
-			out = append(out, n)
-		}
-	}
-	return out, nil
-}
-
-// podsOn are the Pods bound to the nodes.
-func (c *Controller) podsOn(nodes []*corev1.Node) ([]*corev1.Pod, error) {
-	var out []*corev1.Pod
-	for _, n := range nodes {
-		on, err := c.podIdx.ByTypedIndex(podsByNode, n.Name)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, on...)
 	}
 	return out, nil
 }

@@ -18,6 +18,7 @@ import (
 
 	"kiln.dev/kiln/pkg/apis/gpu/v1alpha1"
 	"kiln.dev/kiln/pkg/domain/handover"
+	"kiln.dev/kiln/pkg/domain/pool"
 )
 
 // sync moves one Claim through its phases; see the package comment.
@@ -436,7 +437,7 @@ func (c *Controller) place(ctx context.Context, s *step) error {
 		asks = append(asks, ask)
 		skip[m.Namespace+"/"+m.Name] = true
 	}
-	nodes, err := c.poolNodes(t)
+	nodes, err := pool.Nodes(c.nodes, t)
 	if err != nil {
 		return err
 	}
@@ -444,7 +445,7 @@ func (c *Controller) place(ctx context.Context, s *step) error {
 	if err != nil {
 		return err
 	}
-	pods, err := c.podsOn(nodes)
+	pods, err := pool.PodsOn(c.podIdx, nodes)
 	if err != nil {
 		return err
 	}

@@ -31,10 +31,6 @@ const ControllerName = "instancetype"
 // FieldManager owns the status fields this loop writes.
 const FieldManager = "kiln-instancetype-controller"
 
-// podsByNode indexes Pods by spec.nodeName, so a sync reads the Pods of
-// its pool's nodes rather than every Pod.
-const podsByNode = "spec.nodeName"
-
 // Controller keeps each InstanceType's status (phase, pool capacity, the
 // Available condition) in line with its Nodes and the Pods bound to them.
 // The queue holds InstanceType names.
@@ -71,16 +67,8 @@ func NewController(kiln versioned.Interface, inf queue.Informers) (*Controller, 
 		return 0, c.sync(ctx, name)
 	})
 
-	if _, ok := podInformer.GetIndexer().GetIndexers()[podsByNode]; !ok {
-		err := podInformer.AddTypedIndexers(coreinformers.PodIndexers{podsByNode: func(p *corev1.Pod) ([]string, error) {
-			if p.Spec.NodeName == "" {
-				return nil, nil
-			}
-			return []string{p.Spec.NodeName}, nil
-		}})
-		if err != nil {
-			return nil, fmt.Errorf("indexing pods by node for the %s controller: %w", ControllerName, err)
-		}
+	if err := pool.IndexPodsByNode(podInformer); err != nil {
+		return nil, fmt.Errorf("the %s controller: %w", ControllerName, err)
 	}
 	if err := queue.Watch(c.queue, kilninformers.ToTypedInstanceTypeInformer(types).TypedInformer(), kilninformers.InstanceTypeHandlerFuncs{
 		AddFunc:    func(t *v1alpha1.InstanceType) { c.queue.Add(t.Name) },
@@ -248,7 +236,7 @@ func (c *Controller) sync(ctx context.Context, name string) error {
 		return err
 	}
 
-	nodes, err := c.poolNodes(t)
+	nodes, err := pool.Nodes(c.nodes, t)
 	if err != nil {
 		return err
 	}
@@ -256,7 +244,7 @@ func (c *Controller) sync(ctx context.Context, name string) error {
 		nd, _ := c.devices.Get(node)
 		return nd
 	})
-	pods, err := c.podsOn(nodes)
+	pods, err := pool.PodsOn(c.pods, nodes)
 	if err != nil {
 		return err
 	}
@@ -277,32 +265,4 @@ func (c *Controller) sync(ctx context.Context, name string) error {
 	logger.V(2).Info("Updated status", "phase", status.Phase,
 		"nodes", status.Capacity.Nodes, "cards", status.Capacity.Cards, "freeCards", status.Capacity.FreeCards)
 	return nil
-}
-
-// poolNodes lists the nodes in the type's pool, whatever their state.
-func (c *Controller) poolNodes(t *v1alpha1.InstanceType) ([]*corev1.Node, error) {
-	candidates, err := c.nodes.List(labels.SelectorFromSet(t.Spec.NodeSelector))
-	if err != nil {
-		return nil, err
-	}
-	var nodes []*corev1.Node
-	for _, n := range candidates {
-		if pool.InPool(t, n) {
-			nodes = append(nodes, n)
-		}
-	}
-	return nodes, nil
-}
-
-// podsOn lists the Pods bound to nodes, through the index.
-func (c *Controller) podsOn(nodes []*corev1.Node) ([]*corev1.Pod, error) {
-	var pods []*corev1.Pod
-	for _, n := range nodes {
-		on, err := c.pods.ByTypedIndex(podsByNode, n.Name)
-		if err != nil {
-			return nil, fmt.Errorf("listing pods on node %s: %w", n.Name, err)
-		}
-		pods = append(pods, on...)
-	}
-	return pods, nil
 }
