@@ -16,9 +16,11 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 
 	"kiln.dev/kiln/pkg/apis/gpu/v1alpha1"
+	listers "kiln.dev/kiln/pkg/generated/listers/gpu/v1alpha1"
 )
 
 // KeepDays is how many UTC days, today included, a ledger keeps: the
@@ -249,6 +251,21 @@ func Stopping(budgets []*v1alpha1.Budget, typ string) (*v1alpha1.Budget, v1alpha
 		}
 	}
 	return nil, ""
+}
+
+// StopsFor says in words which Budget of a namespace, read from its
+// lister, stops what holds cards of type typ (Stopping); "" when none
+// does. The Instance and Claim loops both ask it.
+func StopsFor(budgets listers.BudgetNamespaceLister, typ string, now time.Time) (string, error) {
+	all, err := budgets.List(labels.Everything())
+	if err != nil {
+		return "", err
+	}
+	b, k := Stopping(all, typ)
+	if b == nil {
+		return "", nil
+	}
+	return Spent(b, k, now), nil
 }
 
 // Spent says in words that b spent key k and stops what runs, and when

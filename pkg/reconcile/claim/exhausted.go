@@ -4,30 +4,13 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 
 	"kiln.dev/kiln/pkg/apis/gpu/v1alpha1"
-	"kiln.dev/kiln/pkg/domain/ledger"
 )
 
 // ReasonBudgetExhausted is the reason of the BudgetExhausted condition
 // and of the Warning Event of a Claim released for spent card-hours.
 const ReasonBudgetExhausted = "BudgetExhausted"
-
-// spentBy says, in words, which Budget of the namespace with onExhausted
-// Stop has spent an accelerator-hours key that counts the Claim's type;
-// "" when none has.
-func (c *Controller) spentBy(s *step) (string, error) {
-	budgets, err := c.budgets.Budgets(s.cl.Namespace).List(labels.Everything())
-	if err != nil {
-		return "", err
-	}
-	b, k := ledger.Stopping(budgets, s.cl.Spec.Type)
-	if b == nil {
-		return "", nil
-	}
-	return ledger.Spent(b, k, s.now.Time), nil
-}
 
 // exhaust releases a placed Claim under a spent key, as expiry does: a
 // Claim keeps its cards whether or not anything runs on them, so Stop

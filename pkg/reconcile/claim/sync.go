@@ -18,6 +18,7 @@ import (
 
 	"kiln.dev/kiln/pkg/apis/gpu/v1alpha1"
 	"kiln.dev/kiln/pkg/domain/handover"
+	"kiln.dev/kiln/pkg/domain/ledger"
 	"kiln.dev/kiln/pkg/domain/pool"
 )
 
@@ -67,7 +68,7 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) (time.Durat
 	// one not yet placed waits (placeable).
 	spent := ""
 	if s.st.Phase != v1alpha1.ClaimExpired && node != "" {
-		if spent, err = c.spentBy(s); err != nil {
+		if spent, err = ledger.StopsFor(c.budgets.Budgets(cl.Namespace), cl.Spec.Type, s.now.Time); err != nil {
 			return 0, err
 		}
 	}
