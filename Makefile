@@ -14,7 +14,7 @@ export CGO_CFLAGS := -O2 -g -Wno-deprecated-declarations
 # the tests.
 export GOFLAGS := $(strip $(filter-out -trimpath,$(GOFLAGS)) -trimpath)
 
-.PHONY: all build control-plane node node-packages node-images images images-next push generate verify verify-codegen verify-tree vet lint test test-binaries unit integration fuzz e2e e2e-cluster e2e-up e2e-install faults bench bench-api up down clean-local run clean FORCE
+.PHONY: all build control-plane node node-packages node-images images images-next push generate verify verify-codegen verify-tree vet lint test test-binaries unit integration fuzz e2e e2e-cluster e2e-up e2e-install faults bench bench-api bench-scale up down clean-local run clean FORCE
 
 all: build
 
@@ -326,6 +326,16 @@ REAL_NODE_ON := $(filter 1 true yes,$(REAL_NODE))
 # minutes. Figures: docs/benchmarks.md and docs/reliability.md.
 bench: control-plane build
 	cd test && go test -run='^$$' -bench='CreateToReady|Claims|Fairness|NamespaceDelete|SlowClients' -benchtime=1x -timeout=60m ./bench/
+
+# A pool of 1,000 kwok nodes of 8 cards, 5,000 Instances in 100 namespaces
+# with Budgets, 1,000 Claims placed at once, then 1,000 new Instances next
+# to 1,000 bare Pod+Service pairs, on a control plane of its own
+# (_output/bench-scale); it prints a table, also kept in
+# _output/bench-scale/table.md. BENCH_SCALE="nodes=50,instances=200,..."
+# shrinks it for a quick look. Not part of `make test`. Figures:
+# docs/benchmarks.md.
+bench-scale: control-plane build
+	cd test && go test -run='^$$' -bench='^BenchmarkScale$$' -benchtime=1x -timeout=90m ./bench/
 
 # Kiln's API next to a CRD of the same schema, generated from pkg/apis by
 # controller-gen, on a control plane of its own (_output/bench-api): the CRD,

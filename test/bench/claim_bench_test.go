@@ -199,6 +199,10 @@ func timeToDone(b *testing.B, n int, prefix string, create func(context.Context,
 	}
 	close(names)
 	wg.Wait()
+	if b.Failed() {
+		// A create failed: what it would have made never gets done.
+		b.FailNow()
+	}
 	select {
 	case <-allDone:
 	case <-time.After(15 * time.Minute):

@@ -50,6 +50,11 @@ type Options struct {
 	// NoController leaves kiln-controller out: the API alone, as the API
 	// benchmark measures it.
 	NoController bool
+	// NoNodeAgents leaves out the simulated node agent each GPU node
+	// otherwise gets: a process per node is more than a thousand-node
+	// benchmark can run. Nothing then allocates devices or reports
+	// NodeDevices; Pods still bind and run as kwok has them.
+	NoNodeAgents bool
 	// APIServerFlags and KilnFlags are added last to kube-apiserver's and
 	// kiln-apiserver's command lines, so they override the defaults here.
 	APIServerFlags, KilnFlags []string
@@ -191,7 +196,8 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 	if opts.KilnInCluster && !opts.RealNode {
 		return nil, fmt.Errorf("KilnInCluster needs the real node to run Kiln's Pods on")
 	}
-	skip := map[string]bool{"kiln-controller": opts.NoController, "real node " + RealNodeName: !opts.RealNode}
+	skip := map[string]bool{"kiln-controller": opts.NoController, "real node " + RealNodeName: !opts.RealNode,
+		"node agents of the GPU nodes": opts.NoNodeAgents}
 	if opts.KilnInCluster {
 		for _, s := range []string{"Kiln RBAC and namespace from artifacts/", "kiln-apiserver", "APIService v1alpha1.gpu.kiln.dev", "kiln-controller", "node agents of the GPU nodes"} {
 			skip[s] = true

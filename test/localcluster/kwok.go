@@ -62,13 +62,18 @@ func (c *Cluster) startKwok(ctx context.Context) error {
 	}
 	// Schedulable means Ready and without the not-ready taint the node
 	// lifecycle controller lifts.
-	return c.poll(ctx, 90*time.Second, func(ctx context.Context) (bool, error) {
+	// One list a poll, and a minute more per thousand nodes.
+	return c.poll(ctx, 90*time.Second+time.Duration(len(c.opts.Nodes))*60*time.Millisecond, func(ctx context.Context) (bool, error) {
+		list, err := c.kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err
+		}
+		ready := map[string]bool{}
+		for i := range list.Items {
+			ready[list.Items[i].Name] = NodeReady(&list.Items[i])
+		}
 		for _, n := range c.opts.Nodes {
-			node, err := c.kube.CoreV1().Nodes().Get(ctx, n.Name, metav1.GetOptions{})
-			if err != nil {
-				return false, err
-			}
-			if !NodeReady(node) {
+			if !ready[n.Name] {
 				return false, nil
 			}
 		}

@@ -1,0 +1,576 @@
+package bench
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
+
+	gpuv1 "kiln.dev/kiln/pkg/apis/gpu/v1alpha1"
+	"kiln.dev/kiln/pkg/generated/clientset/versioned"
+	instancectl "kiln.dev/kiln/pkg/reconcile/instance"
+	"kiln.dev/kiln/test/benchapi"
+	"kiln.dev/kiln/test/localcluster"
+)
+
+// scaleSize is BenchmarkScale's cluster. BENCH_SCALE overrides any of it
+// for a quick look, e.g. BENCH_SCALE="nodes=50,instances=200,namespaces=10,claims=50,new=50".
+type scaleSize struct {
+	nodes, instances, namespaces, claims, new int
+}
+
+func scaleSizeFromEnv(b *testing.B) scaleSize {
+	s := scaleSize{nodes: 1000, instances: 5000, namespaces: 100, claims: 1000, new: 1000}
+	fields := map[string]*int{"nodes": &s.nodes, "instances": &s.instances, "namespaces": &s.namespaces, "claims": &s.claims, "new": &s.new}
+	for kv := range strings.SplitSeq(os.Getenv("BENCH_SCALE"), ",") {
+		if kv == "" {
+			continue
+		}
+		k, v, _ := strings.Cut(kv, "=")
+		n, err := strconv.Atoi(v)
+		if p, ok := fields[k]; !ok || err != nil || n <= 0 {
+			b.Fatalf("BENCH_SCALE: %q is not one of nodes, instances, namespaces, claims, new = a positive number", kv)
+		} else {
+			*p = n
+		}
+	}
+	// Every object holds one card; the pairs and the new Instances take
+	// turns at the same cards.
+	if need := s.instances + s.claims + s.new + scaleAdmissionCreates; need > 8*s.nodes {
+		b.Fatalf("BENCH_SCALE: %d cards needed, %d nodes of 8 have %d", need, s.nodes, 8*s.nodes)
+	}
+	return s
+}
+
+// scaleAdmissionCreates are the creates timed one at a time in the
+// namespace holding the new Instances, for the Budget charge's latency.
+const scaleAdmissionCreates = 100
+
+// BenchmarkScale (issue R, `make bench-scale`) runs a pool of 1,000 kwok
+// nodes of 8 cards; fills it with 5,000 running one-card Instances across
+// 100 namespaces, each with a Budget; places 1,000 one-card Claims at
+// once; then creates 1,000 bare Pod+Service pairs, deletes them, and
+// creates 1,000 Instances in one namespace with a Budget, both from 16
+// clients. It prints a table of what it measured (also written to
+// _output/bench-scale/table.md). It is not part of `make test`.
+func BenchmarkScale(b *testing.B) {
+	size := scaleSizeFromEnv(b)
+	ctx := context.Background()
+	c, kube, kiln := startCluster(b, "bench-scale", localcluster.Options{
+		Nodes:        scaleNodes(size.nodes),
+		NoNodeAgents: true,
+		ControllerFlags: []string{fmt.Sprintf("--kube-api-qps=%d", qps), fmt.Sprintf("--kube-api-burst=%d", burst),
+			"--instance-workers=16", "--claim-workers=16"},
+	})
+	defer c.Stop()
+	s := &scaleRun{b: b, c: c, kube: kube, kiln: kiln, size: size}
+	typ := s.createType(ctx)
+
+	s.rss("before the Instances")
+	nsName := func(i int) string { return fmt.Sprintf("scale-%03d", i%size.namespaces) }
+	for i := range size.namespaces {
+		s.namespaceWithBudget(ctx, nsName(i), int64(size.instances/size.namespaces+size.claims/size.namespaces+2))
+	}
+	cpu := s.cpu()
+	r := timeToDone(b, size.instances, "f-", func(ctx context.Context, name string) error {
+		return createGPUInstance(ctx, kiln, nsName(nameIndex(name)), name, "")
+	}, func(ctx context.Context) (watch.Interface, error) {
+		return kiln.GpuV1alpha1().Instances("").Watch(ctx, metav1.ListOptions{})
+	}, instanceReady)
+	s.row("fill: %d Instances in %d namespaces, create → Ready, all", r.total, size.instances, size.namespaces)
+	s.cpuRows(cpu, size.instances, "Instance")
+	rssFull := s.rss(fmt.Sprintf("with %d Instances", size.instances))
+
+	r = timeToDone(b, size.claims, "c-", func(ctx context.Context, name string) error {
+		_, err := kiln.GpuV1alpha1().Claims(nsName(nameIndex(name))).Create(ctx, &gpuv1.Claim{
+			ObjectMeta: metav1.ObjectMeta{Name: name},
+			Spec:       gpuv1.ClaimSpec{Type: typ.Name, Accelerators: ptr.To[int32](1)},
+		}, metav1.CreateOptions{})
+		return err
+	}, func(ctx context.Context) (watch.Interface, error) {
+		return kiln.GpuV1alpha1().Claims("").Watch(ctx, metav1.ListOptions{})
+	}, claimBound)
+	s.latencyRows(fmt.Sprintf("%d Claims placed at once, create → Bound", size.claims), r)
+
+	pairs := "scale-pairs"
+	createNamespace(b, kube, pairs)
+	rPairs := timeToDone(b, size.new, "p-", func(ctx context.Context, name string) error {
+		return createGPUPair(ctx, kube, typ, pairs, name)
+	}, func(ctx context.Context) (watch.Interface, error) {
+		return kube.CoreV1().Pods(pairs).Watch(ctx, metav1.ListOptions{})
+	}, podReady)
+	s.latencyRows(fmt.Sprintf("%d bare Pod+Service pairs, create → Pod Ready", size.new), rPairs)
+	cleanup(b, kube, pairs)
+
+	big := "scale-big"
+	s.namespaceWithBudget(ctx, big, int64(size.new+scaleAdmissionCreates))
+	capacity := s.watchCapacity(ctx, typ.Name, big)
+	cpu = s.cpu()
+	syncs := s.controllerQueue("instancetype")
+	rNew := timeToDone(b, size.new, "n-", func(ctx context.Context, name string) error {
+		return createGPUInstance(ctx, kiln, big, name, "")
+	}, func(ctx context.Context) (watch.Interface, error) {
+		return kiln.GpuV1alpha1().Instances(big).Watch(ctx, metav1.ListOptions{})
+	}, instanceReady)
+	s.latencyRows(fmt.Sprintf("%d new Instances in one namespace, create → Ready", size.new), rNew)
+	s.ratio("new Instances ÷ bare pairs, all Ready", rNew.total, rPairs.total, "≤ 1.3")
+	s.cpuRows(cpu, size.new, "new Instance")
+	s.capacityRows(capacity.stop(), syncs)
+
+	s.admission(ctx, big, typ.Name)
+	s.recount(ctx, big)
+	s.kubectl("kubectl get inst -A", c.Kubectl, "get", "instances.gpu.kiln.dev", "-A", "--kubeconfig="+c.AdminKubeconfig)
+	s.kubectl("kubectl gpu capacity", filepath.Join(filepath.Dir(c.Kubectl), "kubectl-gpu"), "capacity", "--kubeconfig="+c.AdminKubeconfig)
+	s.rss("at the end")
+	for _, name := range []string{"kiln-apiserver", "kiln-controller"} {
+		per := float64(rssFull[name]-s.rss0[name]) / float64(size.instances) * 1000
+		s.rows = append(s.rows, [2]string{fmt.Sprintf("%s resident memory per 1,000 Instances (0 → %d)", name, size.instances), mib(int64(per))})
+	}
+	s.restart(ctx, size.instances+size.new+scaleAdmissionCreates, size.claims)
+	s.print()
+}
+
+func scaleNodes(n int) []localcluster.NodeSpec {
+	nodes := make([]localcluster.NodeSpec, 0, n)
+	for i := range n {
+		nodes = append(nodes, localcluster.NodeSpec{
+			Name:   fmt.Sprintf("pool-%04d", i),
+			GPU:    true,
+			Labels: map[string]string{localcluster.LabelGPUProduct: localcluster.ProductH100},
+			Resources: corev1.ResourceList{
+				corev1.ResourceCPU:       resource.MustParse("1000"),
+				corev1.ResourceMemory:    resource.MustParse("4Ti"),
+				corev1.ResourcePods:      resource.MustParse("110"),
+				localcluster.ResourceGPU: resource.MustParse("8"),
+			},
+		})
+	}
+	return nodes
+}
+
+// nameIndex is the number at the end of a name timeToDone made.
+func nameIndex(name string) int {
+	i, _ := strconv.Atoi(name[strings.LastIndexByte(name, '-')+1:])
+	return i
+}
+
+// createGPUPair creates the Pod and Service kiln-controller would render
+// for a one-card Instance of t, without the owner reference.
+func createGPUPair(ctx context.Context, kube kubernetes.Interface, t *gpuv1.InstanceType, ns, name string) error {
+	inst := &gpuv1.Instance{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Spec: gpuv1.InstanceSpec{
+			Type: t.Name, Image: "busybox:1",
+			Resources: gpuv1.InstanceResources{Accelerators: ptr.To[int32](1)},
+			Ports:     []gpuv1.InstancePort{{Name: "http", Port: 8080, Protocol: corev1.ProtocolTCP}},
+		},
+	}
+	pod, err := instancectl.RenderPod(inst, t, nil, instancectl.RenderOptions{})
+	if err != nil {
+		return err
+	}
+	pod.OwnerReferences = nil
+	svc := instancectl.RenderService(inst, nil)
+	svc.OwnerReferences = nil
+	if _, err := kube.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		return err
+	}
+	_, err = kube.CoreV1().Services(ns).Create(ctx, svc, metav1.CreateOptions{})
+	return err
+}
+
+// scaleRun is one BenchmarkScale run and the rows of its table.
+type scaleRun struct {
+	b    *testing.B
+	c    *localcluster.Cluster
+	kube kubernetes.Interface
+	kiln versioned.Interface
+	size scaleSize
+	rss0 map[string]int64
+	rows [][2]string
+}
+
+func (s *scaleRun) row(format string, d time.Duration, args ...any) {
+	s.rows = append(s.rows, [2]string{fmt.Sprintf(format, args...), seconds(d)})
+}
+
+func (s *scaleRun) latencyRows(what string, r result) {
+	s.row("%s, all", r.total, what)
+	s.row("%s, p50", r.p50, what)
+	s.row("%s, p99", r.p99, what)
+}
+
+func (s *scaleRun) ratio(what string, a, b time.Duration, target string) {
+	s.rows = append(s.rows, [2]string{fmt.Sprintf("%s (target %s)", what, target), fmt.Sprintf("%.2f×", a.Seconds()/b.Seconds())})
+}
+
+func seconds(d time.Duration) string {
+	if d < time.Second {
+		return fmt.Sprintf("%.0f ms", float64(d)/float64(time.Millisecond))
+	}
+	return fmt.Sprintf("%.2f s", d.Seconds())
+}
+
+func mib(n int64) string { return fmt.Sprintf("%.0f MiB", float64(n)/(1<<20)) }
+
+func (s *scaleRun) createType(ctx context.Context) *gpuv1.InstanceType {
+	t, err := s.kiln.GpuV1alpha1().InstanceTypes().Create(ctx, &gpuv1.InstanceType{
+		ObjectMeta: metav1.ObjectMeta{Name: "bench-gpu"}, // what createGPUInstance asks for
+		Spec: gpuv1.InstanceTypeSpec{
+			Accelerator: &gpuv1.Accelerator{Vendor: "nvidia", Model: localcluster.ProductH100, Memory: resource.MustParse("80Gi"), MaxPerInstance: 8},
+			ResourcesPerCard: gpuv1.HostResources{
+				CPU: ptr.To(resource.MustParse("100m")), Memory: ptr.To(resource.MustParse("64Mi")),
+			},
+			NodeSelector: map[string]string{localcluster.LabelGPUProduct: localcluster.ProductH100},
+			Tolerations:  []corev1.Toleration{{Key: localcluster.TaintGPU, Operator: corev1.TolerationOpExists}},
+		},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		s.b.Fatal(err)
+	}
+	// The pool counted before anything runs, so the fill starts from it.
+	want := int32(8 * s.size.nodes)
+	if err := wait.PollUntilContextTimeout(ctx, time.Second, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		got, err := s.kiln.GpuV1alpha1().InstanceTypes().Get(ctx, t.Name, metav1.GetOptions{})
+		return err == nil && got.Status.Capacity.FreeCards == want, nil
+	}); err != nil {
+		s.b.Fatalf("instancetype %s never showed %d free cards: %v", t.Name, want, err)
+	}
+	return t
+}
+
+// namespaceWithBudget creates ns with a Budget of cards cards and as many
+// Instances, the keys every create there is charged against.
+func (s *scaleRun) namespaceWithBudget(ctx context.Context, ns string, cards int64) {
+	createNamespace(s.b, s.kube, ns)
+	if _, err := s.kiln.GpuV1alpha1().Budgets(ns).Create(ctx, &gpuv1.Budget{
+		ObjectMeta: metav1.ObjectMeta{Name: "team"},
+		Spec: gpuv1.BudgetSpec{Hard: gpuv1.BudgetResourceList{
+			gpuv1.BudgetAccelerators: *resource.NewQuantity(cards, resource.DecimalSI),
+			gpuv1.BudgetInstances:    *resource.NewQuantity(cards, resource.DecimalSI),
+		}},
+	}, metav1.CreateOptions{}); err != nil {
+		s.b.Fatal(err)
+	}
+}
+
+var scaleComponents = []string{"kube-apiserver", "kiln-apiserver", "kiln-controller", "etcd"}
+
+// rss adds a row per component's resident memory and returns them.
+func (s *scaleRun) rss(when string) map[string]int64 {
+	out := map[string]int64{}
+	for _, name := range scaleComponents {
+		pid, err := s.c.PID(name)
+		if err != nil {
+			s.b.Fatal(err)
+		}
+		if out[name], err = benchapi.RSS(pid); err != nil {
+			s.b.Fatal(err)
+		}
+		s.rows = append(s.rows, [2]string{fmt.Sprintf("%s resident memory %s", name, when), mib(out[name])})
+	}
+	if s.rss0 == nil {
+		s.rss0 = out
+	}
+	return out
+}
+
+// cpu reads each component's CPU time so far.
+func (s *scaleRun) cpu() map[string]time.Duration {
+	out := map[string]time.Duration{}
+	for _, name := range scaleComponents {
+		pid, err := s.c.PID(name)
+		if err != nil {
+			s.b.Fatal(err)
+		}
+		if out[name], err = benchapi.CPUTime(pid); err != nil {
+			s.b.Fatal(err)
+		}
+	}
+	return out
+}
+
+// cpuRows adds each component's CPU since before, per n objects.
+func (s *scaleRun) cpuRows(before map[string]time.Duration, n int, what string) {
+	after := s.cpu()
+	for _, name := range scaleComponents {
+		per := (after[name] - before[name]) / time.Duration(n)
+		s.rows = append(s.rows, [2]string{fmt.Sprintf("%s CPU per %s", name, what), fmt.Sprintf("%.2f ms", float64(per)/float64(time.Millisecond))})
+	}
+}
+
+// controllerMetric sums the samples of a kiln-controller metric whose
+// labels include label (say, name="instance").
+func (s *scaleRun) controllerMetric(metric, label string) float64 {
+	resp, err := http.Get(s.c.ControllerMetricsURL() + "/metrics")
+	if err != nil {
+		s.b.Fatal(err)
+	}
+	defer resp.Body.Close()
+	return sumMetric(resp.Body, metric, label)
+}
+
+func sumMetric(r io.Reader, metric, label string) float64 {
+	var sum float64
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		name, rest, ok := strings.Cut(line, "{")
+		if !ok || name != metric || !strings.Contains(rest, label) {
+			continue
+		}
+		f := strings.Fields(rest[strings.LastIndexByte(rest, '}')+1:])
+		if len(f) == 0 {
+			continue
+		}
+		if v, err := strconv.ParseFloat(f[0], 64); err == nil {
+			sum += v
+		}
+	}
+	return sum
+}
+
+// queueStats are a work queue's processed items and time spent on them.
+type queueStats struct{ count, seconds float64 }
+
+func (s *scaleRun) controllerQueue(name string) queueStats {
+	label := `name="` + name + `"`
+	return queueStats{
+		count:   s.controllerMetric("workqueue_work_duration_seconds_count", label),
+		seconds: s.controllerMetric("workqueue_work_duration_seconds_sum", label),
+	}
+}
+
+// capacityWatch records, while the new Instances start, when each Pod of
+// the namespace is first seen bound and when the InstanceType's free cards
+// change.
+type capacityWatch struct {
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	mu     sync.Mutex
+	start  int32
+	bound  []time.Time
+	seen   map[types.UID]bool
+	frees  []freeAt
+}
+
+type freeAt struct {
+	at   time.Time
+	free int32
+}
+
+func (s *scaleRun) watchCapacity(ctx context.Context, typ, ns string) *capacityWatch {
+	ctx, cancel := context.WithCancel(ctx)
+	w := &capacityWatch{cancel: cancel, seen: map[types.UID]bool{}}
+	t, err := s.kiln.GpuV1alpha1().InstanceTypes().Get(ctx, typ, metav1.GetOptions{})
+	if err != nil {
+		s.b.Fatal(err)
+	}
+	w.start = t.Status.Capacity.FreeCards
+	tw, err := s.kiln.GpuV1alpha1().InstanceTypes().Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + typ, ResourceVersion: t.ResourceVersion})
+	if err != nil {
+		s.b.Fatal(err)
+	}
+	pw, err := s.kube.CoreV1().Pods(ns).Watch(ctx, metav1.ListOptions{})
+	if err != nil {
+		s.b.Fatal(err)
+	}
+	drain := func(ch <-chan watch.Event, on func(runtime.Object)) {
+		defer w.wg.Done()
+		for ev := range ch {
+			on(ev.Object)
+		}
+	}
+	w.wg.Add(2)
+	go drain(tw.ResultChan(), func(o runtime.Object) {
+		if t, ok := o.(*gpuv1.InstanceType); ok {
+			w.mu.Lock()
+			w.frees = append(w.frees, freeAt{time.Now(), t.Status.Capacity.FreeCards})
+			w.mu.Unlock()
+		}
+	})
+	go drain(pw.ResultChan(), func(o runtime.Object) {
+		if p, ok := o.(*corev1.Pod); ok && p.Spec.NodeName != "" {
+			w.mu.Lock()
+			if !w.seen[p.UID] {
+				w.seen[p.UID] = true
+				w.bound = append(w.bound, time.Now())
+			}
+			w.mu.Unlock()
+		}
+	})
+	go func() {
+		<-ctx.Done()
+		tw.Stop()
+		pw.Stop()
+	}()
+	return w
+}
+
+// stop ends the watches and returns, for the k-th Pod bound, how long
+// until status.capacity first showed k fewer free cards than at the
+// start: the free count only falls while the Instances start.
+func (w *capacityWatch) stop() []time.Duration {
+	w.cancel()
+	w.wg.Wait()
+	var lat []time.Duration
+	for k, at := range w.bound {
+		i := slices.IndexFunc(w.frees, func(f freeAt) bool { return f.free <= w.start-int32(k+1) })
+		if i < 0 {
+			continue
+		}
+		lat = append(lat, max(w.frees[i].at.Sub(at), 0))
+	}
+	slices.Sort(lat)
+	return lat
+}
+
+func (s *scaleRun) capacityRows(lat []time.Duration, before queueStats) {
+	if len(lat) < s.size.new {
+		s.b.Errorf("status.capacity showed %d of %d Pods bound", len(lat), s.size.new)
+	}
+	if len(lat) == 0 {
+		return
+	}
+	s.row("Pod bound → InstanceType status.capacity shows it, p50", lat[len(lat)/2])
+	s.row("Pod bound → InstanceType status.capacity shows it, p99 (target ≤ 2 s)", lat[len(lat)*99/100])
+	after := s.controllerQueue("instancetype")
+	syncs := after.count - before.count
+	s.rows = append(s.rows, [2]string{fmt.Sprintf("instancetype recounts for %d Pods bound", s.size.new), fmt.Sprintf("%.0f", syncs)})
+	if syncs > 0 {
+		s.rows = append(s.rows, [2]string{fmt.Sprintf("instancetype sync of %d nodes (recount, status write), mean wall time", s.size.nodes),
+			fmt.Sprintf("%.2f ms", (after.seconds-before.seconds)/syncs*1000)})
+	}
+}
+
+// admission times creates in ns, one at a time, once it holds the new
+// Instances: each is charged against the namespace's Budget.
+func (s *scaleRun) admission(ctx context.Context, ns, typ string) {
+	var lat []time.Duration
+	for i := range scaleAdmissionCreates {
+		start := time.Now()
+		if err := createGPUInstance(ctx, s.kiln, ns, fmt.Sprintf("a-%04d", i), ""); err != nil {
+			s.b.Fatal(err)
+		}
+		lat = append(lat, time.Since(start))
+	}
+	slices.Sort(lat)
+	what := fmt.Sprintf("create of one Instance in a namespace of %d, Budget charged (one client)", s.size.new)
+	s.row("%s, p50", lat[len(lat)/2], what)
+	s.row("%s, p99", lat[len(lat)*99/100], what)
+}
+
+// recount measures kiln-apiserver's CPU for a Budget recount: each change
+// of a Budget's spec makes one, which lists the namespace's Instances and
+// Claims. Twenty changes a second apart in ns, twenty in an empty
+// namespace, and twenty seconds of nothing, each subtracted from the next.
+func (s *scaleRun) recount(ctx context.Context, ns string) {
+	const changes = 20
+	empty := "scale-empty"
+	s.namespaceWithBudget(ctx, empty, 1)
+	pid, err := s.c.PID("kiln-apiserver")
+	if err != nil {
+		s.b.Fatal(err)
+	}
+	measure := func(ns string) time.Duration {
+		before, err := benchapi.CPUTime(pid)
+		if err != nil {
+			s.b.Fatal(err)
+		}
+		for i := range changes {
+			if ns != "" {
+				patch := fmt.Sprintf(`{"spec":{"hard":{"%s":"%d"}}}`, gpuv1.BudgetNodePorts, 1000+i)
+				if _, err := s.kiln.GpuV1alpha1().Budgets(ns).Patch(ctx, "team", types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+					s.b.Fatal(err)
+				}
+			}
+			time.Sleep(time.Second)
+		}
+		after, err := benchapi.CPUTime(pid)
+		if err != nil {
+			s.b.Fatal(err)
+		}
+		return after - before
+	}
+	idle := measure("")
+	none := measure(empty)
+	full := measure(ns)
+	per := func(d time.Duration) string {
+		return fmt.Sprintf("%.1f ms", float64(d)/changes/float64(time.Millisecond))
+	}
+	s.rows = append(s.rows,
+		[2]string{"kiln-apiserver CPU per Budget change (patch + recount + status write), namespace of 0 Instances, less idle", per(none - idle)},
+		[2]string{fmt.Sprintf("kiln-apiserver CPU per Budget change, namespace of %d Instances, less idle", s.size.new+scaleAdmissionCreates), per(full - idle)})
+}
+
+// kubectl adds the median wall time of five runs of a command.
+func (s *scaleRun) kubectl(what, bin string, args ...string) {
+	var times []time.Duration
+	for range 5 {
+		start := time.Now()
+		out, err := exec.Command(bin, args...).CombinedOutput()
+		if err != nil {
+			s.b.Fatalf("%s: %v\n%s", what, err, out)
+		}
+		times = append(times, time.Since(start))
+	}
+	slices.Sort(times)
+	s.row("`%s`, median of 5", times[2], what)
+}
+
+// restart kills kiln-controller and times a new one to leading, then to
+// every Instance and Claim taken through its loop and the queues empty.
+func (s *scaleRun) restart(ctx context.Context, instances, claims int) {
+	if err := s.c.KillController(); err != nil {
+		s.b.Fatal(err)
+	}
+	start := time.Now()
+	if err := s.c.StartController(ctx); err != nil {
+		s.b.Fatal(err)
+	}
+	s.row("kiln-controller restart → leading (waits out the killed one's Lease)", time.Since(start))
+	if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 10*time.Minute, true, func(context.Context) (bool, error) {
+		return s.controllerMetric("workqueue_adds_total", `name="instance"`) >= float64(instances) &&
+			s.controllerMetric("workqueue_adds_total", `name="claim"`) >= float64(claims) &&
+			s.controllerMetric("workqueue_depth", `name="`) == 0, nil
+	}); err != nil {
+		s.b.Fatalf("kiln-controller did not re-check every Instance and Claim: %v", err)
+	}
+	s.row("kiln-controller restart → every Instance and Claim re-checked, queues empty", time.Since(start))
+	s.rss("after the controller's restart")
+}
+
+func (s *scaleRun) print() {
+	var sb strings.Builder
+	fmt.Fprintf(&sb, "\nBenchmarkScale: %d nodes of 8 cards, %d Instances in %d namespaces, %d Claims, %d new\n\n",
+		s.size.nodes, s.size.instances, s.size.namespaces, s.size.claims, s.size.new)
+	sb.WriteString("| figure | measured |\n|---|---:|\n")
+	for _, r := range s.rows {
+		fmt.Fprintf(&sb, "| %s | %s |\n", r[0], r[1])
+	}
+	fmt.Print(sb.String())
+	if err := os.WriteFile(filepath.Join(s.c.Dir, "table.md"), []byte(sb.String()), 0o644); err != nil {
+		s.b.Error(err)
+	}
+}
