@@ -62,8 +62,9 @@ func (c *Cluster) startKwok(ctx context.Context) error {
 	}
 	// Schedulable means Ready and without the not-ready taint the node
 	// lifecycle controller lifts.
-	// One list a poll, and a minute more per thousand nodes.
-	return c.poll(ctx, 90*time.Second+time.Duration(len(c.opts.Nodes))*60*time.Millisecond, func(ctx context.Context) (bool, error) {
+	// One list a poll. The taint goes with a node's status update after
+	// it is Ready, a few hundred a minute at a thousand nodes.
+	return c.poll(ctx, 90*time.Second+time.Duration(len(c.opts.Nodes))*400*time.Millisecond, func(ctx context.Context) (bool, error) {
 		list, err := c.kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return false, err
