@@ -57,58 +57,19 @@ func countedResources(t *v1alpha1.InstanceType) []corev1.ResourceName {
 // of their own next to the whole cards (as the device plugin's mixed
 // strategy reports them), so they are counted independently of them.
 func Capacity(t *v1alpha1.InstanceType, nodes []*corev1.Node, pods []*corev1.Pod) v1alpha1.InstanceTypeCapacity {
-	counted := map[string]*corev1.Node{}
-	for _, n := range nodes {
-		if pool.InPool(t, n) && pool.Schedulable(t, n) {
-			counted[n.Name] = n
-		}
-	}
-	// Only the counted resources are read, in thousandths: a recount
-	// follows every Pod event of the pool.
-	names := countedResources(t)
-	used := map[string]map[corev1.ResourceName]int64{}
+	byNode := map[string][]*corev1.Pod{}
 	for _, p := range pods {
-		if _, ok := counted[p.Spec.NodeName]; !ok || !pool.Occupies(p) {
-			continue
-		}
-		u := used[p.Spec.NodeName]
-		if u == nil {
-			u = make(map[corev1.ResourceName]int64, len(names))
-			used[p.Spec.NodeName] = u
-		}
-		for _, name := range names {
-			if r := pool.PodRequest(p, name); r != 0 {
-				u[name] += r
-			}
+		if p.Spec.NodeName != "" {
+			byNode[p.Spec.NodeName] = append(byNode[p.Spec.NodeName], p)
 		}
 	}
-
-	c := v1alpha1.InstanceTypeCapacity{Nodes: int32(len(counted))}
-	c.Cards, c.FreeCards = count(counted, used, pool.CardResource(t))
-	if a := t.Spec.Accelerator; a != nil {
-		for _, p := range a.Partitions {
-			total, free := count(counted, used, corev1.ResourceName(p.ResourceName))
-			c.Partitions = append(c.Partitions, v1alpha1.PartitionCapacity{Name: p.Name, Total: total, Free: free})
-		}
+	names := countedResources(t)
+	tl := newTally(names)
+	for _, n := range nodes {
+		c, counted := countNode(t, names, n, byNode[n.Name])
+		tl.set(n.Name, c, counted)
 	}
-	return c
-}
-
-// count sums a resource's allocatable and free units over nodes. A node
-// whose Pods ask for more than it has (it shrank under them) has none free,
-// and does not eat into the others'.
-func count(nodes map[string]*corev1.Node, used map[string]map[corev1.ResourceName]int64, name corev1.ResourceName) (total, free int32) {
-	if name == "" {
-		return 0, 0
-	}
-	for nodeName, n := range nodes {
-		alloc := n.Status.Allocatable[name]
-		// Units in use, a fraction of one rounded up as Quantity.Value does.
-		inUse := (used[nodeName][name] + 999) / 1000
-		total += int32(alloc.Value())
-		free += int32(max(alloc.Value()-inUse, 0))
-	}
-	return total, free
+	return tl.capacity(t)
 }
 
 // Phase is Draining for a type being drained or deleted, Held for one on
@@ -128,9 +89,14 @@ func Phase(t *v1alpha1.InstanceType) v1alpha1.InstanceTypePhase {
 // so now becomes its lastTransitionTime only when its status flips, and an
 // unchanged pool gives a status equal to the current one.
 func Status(t *v1alpha1.InstanceType, nodes []*corev1.Node, pods []*corev1.Pod, now metav1.Time) v1alpha1.InstanceTypeStatus {
+	return statusOf(t, Capacity(t, nodes, pods), now)
+}
+
+// statusOf is Status for a pool already counted.
+func statusOf(t *v1alpha1.InstanceType, capacity v1alpha1.InstanceTypeCapacity, now metav1.Time) v1alpha1.InstanceTypeStatus {
 	st := v1alpha1.InstanceTypeStatus{
 		Phase:              Phase(t),
-		Capacity:           Capacity(t, nodes, pods),
+		Capacity:           capacity,
 		Conditions:         slices.Clone(t.Status.Conditions),
 		ObservedGeneration: t.Generation,
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -11,7 +12,9 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/apimachinery/pkg/util/sets"
 	coreinformers "k8s.io/client-go/informers/core/v1"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
@@ -44,6 +47,23 @@ type Controller struct {
 
 	queue *queue.Queue[string]
 	now   func() time.Time
+
+	// mu guards stale and tallies. A type's pool count is kept between
+	// its syncs, and an event marks the nodes it changed stale for the
+	// types whose pool holds them: a sync recounts only those, so a Pod
+	// event costs its node's Pods, not the pool's. A type is counted
+	// whole when it has no tally yet, or a new spec.
+	mu      sync.Mutex
+	stale   map[string]sets.Set[string]
+	tallies map[string]*typeTally
+}
+
+// typeTally is the count of one InstanceType's pool, for the spec it was
+// made from. Only the worker syncing the type touches it.
+type typeTally struct {
+	*tally
+	uid        types.UID
+	generation int64
 }
 
 // NewController wires the controller to its informers. It adds the
@@ -62,6 +82,8 @@ func NewController(kiln versioned.Interface, inf queue.Informers) (*Controller, 
 		devices: nodeDevices.Lister(),
 		pods:    podInformer.GetTypedIndexer(),
 		now:     time.Now,
+		stale:   map[string]sets.Set[string]{},
+		tallies: map[string]*typeTally{},
 	}
 	c.queue = queue.New(ControllerName, "instancetype", func(ctx context.Context, name string) (time.Duration, error) {
 		return 0, c.sync(ctx, name)
@@ -73,7 +95,10 @@ func NewController(kiln versioned.Interface, inf queue.Informers) (*Controller, 
 	if err := queue.Watch(c.queue, kilninformers.ToTypedInstanceTypeInformer(types).TypedInformer(), kilninformers.InstanceTypeHandlerFuncs{
 		AddFunc:    func(t *v1alpha1.InstanceType) { c.queue.Add(t.Name) },
 		UpdateFunc: func(_, t *v1alpha1.InstanceType) { c.queue.Add(t.Name) },
-		DeleteFunc: func(d kilninformers.DeletedInstanceType) { c.queue.Add(d.GetName()) },
+		DeleteFunc: func(d kilninformers.DeletedInstanceType) {
+			c.forget(d.GetName())
+			c.queue.Add(d.GetName())
+		},
 	}); err != nil {
 		return nil, err
 	}
@@ -166,11 +191,15 @@ func (c *Controller) enqueuePoolsOf(nodes ...*corev1.Node) {
 		return
 	}
 	for _, t := range types {
+		var in []string
 		for _, n := range nodes {
 			if pool.InPool(t, n) {
-				c.queue.Add(t.Name)
-				break
+				in = append(in, n.Name)
 			}
+		}
+		if len(in) > 0 {
+			c.markStale(t.Name, in...)
+			c.queue.Add(t.Name)
 		}
 	}
 }
@@ -196,6 +225,7 @@ func (c *Controller) enqueuePoolsUsedBy(pods ...*corev1.Pod) {
 		requests := pool.PodRequests(p)
 		for _, t := range types {
 			if pool.InPool(t, node) && usesCounted(t, requests) {
+				c.markStale(t.Name, node.Name)
 				c.queue.Add(t.Name)
 			}
 		}
@@ -209,8 +239,28 @@ func (c *Controller) enqueueAll() {
 		return
 	}
 	for _, t := range types {
+		c.forget(t.Name)
 		c.queue.Add(t.Name)
 	}
+}
+
+// markStale marks nodes to be counted again at the type's next sync.
+func (c *Controller) markStale(typ string, nodes ...string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.stale[typ] == nil {
+		c.stale[typ] = sets.New[string]()
+	}
+	c.stale[typ].Insert(nodes...)
+}
+
+// forget drops the type's tally, so that its next sync counts it whole:
+// after a tombstone that did not say what changed, or once it is gone.
+func (c *Controller) forget(typ string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.tallies, typ)
+	delete(c.stale, typ)
 }
 
 // HasSynced reports whether the informers have synced and every event of
@@ -236,19 +286,11 @@ func (c *Controller) sync(ctx context.Context, name string) error {
 		return err
 	}
 
-	nodes, err := pool.Nodes(c.nodes, t)
+	capacity, err := c.capacity(t)
 	if err != nil {
 		return err
 	}
-	nodes = HealthyAllocatable(nodes, func(node string) *v1alpha1.NodeDevices {
-		nd, _ := c.devices.Get(node)
-		return nd
-	})
-	pods, err := pool.PodsOn(c.pods, nodes)
-	if err != nil {
-		return err
-	}
-	status := Status(t, nodes, pods, metav1.NewTime(c.now()))
+	status := statusOf(t, capacity, metav1.NewTime(c.now()))
 	if apiequality.Semantic.DeepEqual(t.Status, status) {
 		logger.V(4).Info("Status is up to date")
 		return nil
@@ -265,4 +307,78 @@ func (c *Controller) sync(ctx context.Context, name string) error {
 	logger.V(2).Info("Updated status", "phase", status.Phase,
 		"nodes", status.Capacity.Nodes, "cards", status.Capacity.Cards, "freeCards", status.Capacity.FreeCards)
 	return nil
+}
+
+// capacity counts t's pool: the nodes marked stale since its last sync, or
+// the whole pool when there is no tally for its spec. The stale marks are
+// taken before the caches are read, so an event after that marks its node
+// again for the next sync.
+func (c *Controller) capacity(t *v1alpha1.InstanceType) (v1alpha1.InstanceTypeCapacity, error) {
+	c.mu.Lock()
+	tt, stale := c.tallies[t.Name], c.stale[t.Name]
+	delete(c.stale, t.Name)
+	c.mu.Unlock()
+
+	var err error
+	if tt == nil || tt.uid != t.UID || tt.generation != t.Generation {
+		tt = &typeTally{tally: newTally(countedResources(t)), uid: t.UID, generation: t.Generation}
+		err = c.countAll(t, tt.tally)
+	} else {
+		for node := range stale {
+			if err = c.countNode(t, tt.tally, node); err != nil {
+				break
+			}
+		}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err != nil {
+		// Counted whole next time.
+		delete(c.tallies, t.Name)
+		return v1alpha1.InstanceTypeCapacity{}, err
+	}
+	c.tallies[t.Name] = tt
+	return tt.capacity(t), nil
+}
+
+// countAll counts every node of t's pool into tl.
+func (c *Controller) countAll(t *v1alpha1.InstanceType, tl *tally) error {
+	nodes, err := pool.Nodes(c.nodes, t)
+	if err != nil {
+		return err
+	}
+	for _, n := range HealthyAllocatable(nodes, c.nodeDevices) {
+		pods, err := c.pods.ByTypedIndex(pool.PodsByNode, n.Name)
+		if err != nil {
+			return fmt.Errorf("listing pods on node %s: %w", n.Name, err)
+		}
+		nc, counted := countNode(t, tl.names, n, pods)
+		tl.set(n.Name, nc, counted)
+	}
+	return nil
+}
+
+// countNode counts one node of t's pool into tl again; a node gone from
+// the cache gives nothing.
+func (c *Controller) countNode(t *v1alpha1.InstanceType, tl *tally, name string) error {
+	n, err := c.nodes.Get(name)
+	if apierrors.IsNotFound(err) {
+		tl.set(name, nodeCount{}, false)
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	pods, err := c.pods.ByTypedIndex(pool.PodsByNode, name)
+	if err != nil {
+		return fmt.Errorf("listing pods on node %s: %w", name, err)
+	}
+	nc, counted := countNode(t, tl.names, HealthyAllocatable([]*corev1.Node{n}, c.nodeDevices)[0], pods)
+	tl.set(name, nc, counted)
+	return nil
+}
+
+func (c *Controller) nodeDevices(node string) *v1alpha1.NodeDevices {
+	nd, _ := c.devices.Get(node)
+	return nd
 }

@@ -34,9 +34,11 @@ var syncTime = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 type fixture struct {
 	kiln *fake.Clientset
 	c    *Controller
+	// nodes and pods are the informers' stores.
+	nodes, pods cache.Store
 }
 
-func newFixture(t *testing.T, types []*v1alpha1.InstanceType, nodes []*corev1.Node, pods []*corev1.Pod) *fixture {
+func newFixture(t testing.TB, types []*v1alpha1.InstanceType, nodes []*corev1.Node, pods []*corev1.Pod) *fixture {
 	t.Helper()
 	var objs []runtime.Object
 	for _, it := range types {
@@ -54,21 +56,40 @@ func newFixture(t *testing.T, types []*v1alpha1.InstanceType, nodes []*corev1.No
 		t.Fatalf("NewController: %v", err)
 	}
 	c.now = func() time.Time { return syncTime }
-	add := func(store cache.Store, obj any) {
-		if err := store.Add(obj); err != nil {
-			t.Fatal(err)
-		}
-	}
+	f := &fixture{kiln: kiln, c: c, nodes: nodeInformer.Informer().GetIndexer(), pods: podInformer.Informer().GetIndexer()}
 	for _, it := range types {
-		add(typeInformer.Informer().GetIndexer(), it)
+		f.add(t, typeInformer.Informer().GetIndexer(), it)
 	}
 	for _, n := range nodes {
-		add(nodeInformer.Informer().GetIndexer(), n)
+		f.add(t, f.nodes, n)
 	}
 	for _, p := range pods {
-		add(podInformer.Informer().GetIndexer(), p)
+		f.add(t, f.pods, p)
 	}
-	return &fixture{kiln: kiln, c: c}
+	return f
+}
+
+// add, update and remove change a store as an informer would, without
+// calling the handlers.
+func (f *fixture) add(t testing.TB, store cache.Store, obj any) {
+	t.Helper()
+	if err := store.Add(obj); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (f *fixture) update(t testing.TB, store cache.Store, obj any) {
+	t.Helper()
+	if err := store.Update(obj); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (f *fixture) remove(t testing.TB, store cache.Store, obj any) {
+	t.Helper()
+	if err := store.Delete(obj); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // statusWrites are the InstanceType objects sent to /status.
