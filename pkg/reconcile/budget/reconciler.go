@@ -259,51 +259,80 @@ func (r *Reconciler) Reconcile(ctx context.Context, ns string) (time.Duration, e
 	var requeueAfter time.Duration
 	for i := range budgets.Items {
 		b := &budgets.Items[i]
-		used := gpu.BudgetResourceList{}
-		for k := range b.Spec.Hard {
-			if _, hours := ledger.HoursKey(v1alpha1.BudgetResourceName(k)); !hours {
-				used[k] = *resource.NewQuantity(0, resource.DecimalSI)
-			}
-		}
-		for _, o := range objects {
-			used = accounting.Count(used, accounting.Beyond(o.charge, nil), b.Spec.Hard)
-		}
-		var kept []gpu.BudgetCharge
-		for _, p := range b.Status.Pending {
-			if r.settled(p, objects) {
-				continue
-			}
-			kept = append(kept, p)
-			// The stored object (if any) is counted in its old state; the
-			// charge in flight adds what its new state holds beyond that.
-			var base gpu.BudgetResourceList
-			if o, ok := objects[p.UID]; ok {
-				base = o.charge
-			}
-			used = accounting.Count(used, accounting.Beyond(p.Charge, base), b.Spec.Hard)
-			if left := r.PendingTTL - r.now().Sub(p.Time.Time); left > 0 && (requeueAfter == 0 || left < requeueAfter) {
-				requeueAfter = left
-			}
-		}
 		conditions := r.conditions(b, ns, guarded, unpriced)
 		hours := recountLedger(&read.Items[i], ledgers, now)
 		requeueAfter = minPositive(requeueAfter, hours.requeueAfter)
-		updated := b.DeepCopy()
-		updated.Status.Used, updated.Status.Pending, updated.Status.Conditions = used, kept, conditions
-		var out v1alpha1.Budget
-		if err := v1alpha1.Convert_gpu_Budget_To_v1alpha1_Budget(updated, &out, nil); err != nil {
-			return 0, fmt.Errorf("budget %s/%s: %w", b.Namespace, b.Name, err)
+		first := chargesOf(b)
+		// status builds the Budget's status on pending as it was read
+		// (first) or as charges since left it (a rebase, below); only
+		// the charges read first are judged settled here.
+		status := func(rv string, pending []gpu.BudgetCharge) (out v1alpha1.Budget, changed bool, again time.Duration, err error) {
+			used := gpu.BudgetResourceList{}
+			for k := range b.Spec.Hard {
+				if _, isHours := ledger.HoursKey(v1alpha1.BudgetResourceName(k)); !isHours {
+					used[k] = *resource.NewQuantity(0, resource.DecimalSI)
+				}
+			}
+			for _, o := range objects {
+				used = accounting.Count(used, accounting.Beyond(o.charge, nil), b.Spec.Hard)
+			}
+			var kept []gpu.BudgetCharge
+			for _, p := range pending {
+				if first.has(p) && r.settled(p, objects) {
+					continue
+				}
+				kept = append(kept, p)
+				// The stored object (if any) is counted in its old state; the
+				// charge in flight adds what its new state holds beyond that.
+				var base gpu.BudgetResourceList
+				if o, ok := objects[p.UID]; ok {
+					base = o.charge
+				}
+				used = accounting.Count(used, accounting.Beyond(p.Charge, base), b.Spec.Hard)
+				if left := r.PendingTTL - r.now().Sub(p.Time.Time); left > 0 && (again == 0 || left < again) {
+					again = left
+				}
+			}
+			updated := b.DeepCopy()
+			updated.ResourceVersion = rv
+			updated.Status.Used, updated.Status.Pending, updated.Status.Conditions = used, kept, conditions
+			if err := v1alpha1.Convert_gpu_Budget_To_v1alpha1_Budget(updated, &out, nil); err != nil {
+				return out, false, 0, fmt.Errorf("budget %s/%s: %w", b.Namespace, b.Name, err)
+			}
+			ledgerMoved := hours.apply(&out, b.Generation, now)
+			changed = ledgerMoved || !apiequality.Semantic.DeepEqual(used, b.Status.Used) || len(kept) != len(b.Status.Pending) ||
+				!apiequality.Semantic.DeepEqual(conditions, b.Status.Conditions)
+			return out, changed, again, nil
 		}
-		ledgerMoved := hours.apply(&out, b.Generation, now)
-		if !ledgerMoved && apiequality.Semantic.DeepEqual(used, b.Status.Used) && len(kept) == len(b.Status.Pending) &&
-			apiequality.Semantic.DeepEqual(conditions, b.Status.Conditions) {
-			continue
-		}
-		if _, err := r.client.GpuV1alpha1().Budgets(b.Namespace).UpdateStatus(ctx, &out, metav1.UpdateOptions{FieldManager: FieldManager}); err != nil {
-			// A conflict means a charge landed meanwhile: start over.
+		out, changed, again, err := status(b.ResourceVersion, b.Status.Pending)
+		if err != nil {
 			return 0, err
 		}
-		klog.FromContext(ctx).V(2).Info("Recomputed budget", "budget", klog.KObj(b), "used", used, "pending", len(kept), "consumed", out.Status.Consumed)
+		if !changed {
+			requeueAfter = minPositive(requeueAfter, again)
+			continue
+		}
+		stored, err := r.client.GpuV1alpha1().Budgets(b.Namespace).UpdateStatus(ctx, &out, metav1.UpdateOptions{FieldManager: FieldManager})
+		for attempt := 0; apierrors.IsConflict(err) && attempt < maxRebases; attempt++ {
+			// Charges landed since the Budget was read. When they are all
+			// that changed, this count still holds with them added: read
+			// the Budget again, not the namespace's objects.
+			var pending []gpu.BudgetCharge
+			rv, ok, rerr := r.chargedSince(ctx, b, first, objects, &pending)
+			if rerr != nil || !ok {
+				break
+			}
+			if out, _, again, err = status(rv, pending); err != nil {
+				return 0, err
+			}
+			stored, err = r.client.GpuV1alpha1().Budgets(b.Namespace).UpdateStatus(ctx, &out, metav1.UpdateOptions{FieldManager: FieldManager})
+		}
+		if err != nil {
+			// Anything else changed meanwhile: start over.
+			return 0, err
+		}
+		requeueAfter = minPositive(requeueAfter, again)
+		klog.FromContext(ctx).V(2).Info("Recomputed budget", "budget", klog.KObj(b), "used", stored.Status.Used, "pending", len(stored.Status.Pending), "consumed", stored.Status.Consumed)
 	}
 	// Every Budget now holds the ledgers of what was deleted.
 	if err := r.releaseFolded(ctx, ns, ledgers); err != nil {
@@ -313,6 +342,62 @@ func (r *Reconciler) Reconcile(ctx context.Context, ns string) (time.Duration, e
 		requeueAfter += time.Second
 	}
 	return requeueAfter, nil
+}
+
+// maxRebases bounds how often one recount is carried over charges that
+// landed before its write, before it starts over from the list.
+const maxRebases = 10
+
+// chargedSince reads Budget b again and says whether only admission's
+// charges changed it since b was read: its spec and the rest of its status
+// are as they were, and every charge b held that is gone was one this
+// recount settles anyway (a rollback, or another replica's recount that
+// saw the same object stored). Then pending is the stored Budget's pending
+// and rv its resourceVersion. A charge new since b was read is kept,
+// whatever the list says: the list may predate it.
+func (r *Reconciler) chargedSince(ctx context.Context, b *gpu.Budget, first charges, objects map[types.UID]stored, pending *[]gpu.BudgetCharge) (rv string, ok bool, err error) {
+	cur, err := r.client.GpuV1alpha1().Budgets(b.Namespace).Get(ctx, b.Name, metav1.GetOptions{})
+	if err != nil {
+		return "", false, err
+	}
+	var fresh gpu.Budget
+	if err := v1alpha1.Convert_v1alpha1_Budget_To_gpu_Budget(cur, &fresh, nil); err != nil {
+		return "", false, err
+	}
+	if fresh.UID != b.UID || fresh.Generation != b.Generation {
+		return "", false, nil
+	}
+	was, is := b.Status, fresh.Status
+	was.Used, was.Pending, is.Used, is.Pending = nil, nil, nil, nil
+	if !apiequality.Semantic.DeepEqual(was, is) {
+		return "", false, nil
+	}
+	current := chargesOf(&fresh)
+	for _, p := range b.Status.Pending {
+		if !current.has(p) && !r.settled(p, objects) {
+			return "", false, nil
+		}
+	}
+	*pending = fresh.Status.Pending
+	return fresh.ResourceVersion, true, nil
+}
+
+// charges are a Budget's charges in flight by object: an object has one.
+type charges map[types.UID]gpu.BudgetCharge
+
+func chargesOf(b *gpu.Budget) charges {
+	out := make(charges, len(b.Status.Pending))
+	for _, p := range b.Status.Pending {
+		out[p.UID] = p
+	}
+	return out
+}
+
+// has says whether p is among them: the very same charge, not a later one
+// of its object.
+func (c charges) has(p gpu.BudgetCharge) bool {
+	q, ok := c[p.UID]
+	return ok && apiequality.Semantic.DeepEqual(p, q)
 }
 
 // guarded says whether the namespace carries the label that binds the Pod

@@ -516,13 +516,15 @@ func TestReconcileErrors(t *testing.T) {
 			objects: []runtime.Object{instance("train", 2)},
 			verb:    "list", resource: "claims", err: errors.New("etcd is down"),
 			wantErr: "etcd is down"},
-		{name: "a conflict on the status write",
+		{name: "a conflict on every status write",
 			objects: []runtime.Object{instance("train", 2)},
 			verb:    "update", resource: "budgets",
 			err:          apierrors.NewConflict(v1alpha1.Resource("budgets"), "team", errors.New("the object has been modified")),
 			wantErr:      `Operation cannot be fulfilled on budgets.gpu.kiln.dev "team": the object has been modified`,
 			wantConflict: true,
-			writes:       map[string]int{"team": 1}},
+			// The Budget read again is as it was: the count is carried
+			// over it each time, and then started over.
+			writes: map[string]int{"team": 1 + maxRebases}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -544,6 +546,94 @@ func TestReconcileErrors(t *testing.T) {
 				t.Errorf("status writes %v, want %v", writes, tc.writes)
 			}
 			checkBudgets(t, client, []*v1alpha1.Budget{before}, nil)
+		})
+	}
+}
+
+// TestReconcileRebases: a status write that conflicts because admission
+// charged the Budget meanwhile is carried over the Budget read again, with
+// the new charges kept, without a new list; any other change since the
+// read starts the recount over.
+func TestReconcileRebases(t *testing.T) {
+	settled := charge("Instance", "stored", "", time.Second, list("accelerators", "2"))
+	inFlight := charge("Instance", "flying", "", time.Second, list("accelerators", "1"))
+	landed := charge("Instance", "landed", "", 0, list("accelerators", "1"))
+	for _, tc := range []struct {
+		name string
+		// meanwhile changes the stored Budget before the first status
+		// write, which then conflicts.
+		meanwhile func(*v1alpha1.Budget)
+		want      *v1alpha1.BudgetStatus
+	}{
+		{name: "a charge landed", meanwhile: func(b *v1alpha1.Budget) {
+			b.Status.Pending = append(b.Status.Pending, landed)
+			b.Status.Used = list("accelerators", "5")
+		}, want: &v1alpha1.BudgetStatus{Used: list("accelerators", "4"), Pending: []v1alpha1.BudgetCharge{inFlight, landed}}},
+		{name: "a charge rolled back, or settled by another replica", meanwhile: func(b *v1alpha1.Budget) {
+			b.Status.Pending = []v1alpha1.BudgetCharge{inFlight}
+		}, want: &v1alpha1.BudgetStatus{Used: list("accelerators", "3"), Pending: []v1alpha1.BudgetCharge{inFlight}}},
+		{name: "a charge this count keeps was settled by another replica", meanwhile: func(b *v1alpha1.Budget) {
+			b.Status.Pending = []v1alpha1.BudgetCharge{settled}
+		}},
+		{name: "a charge replaced by a later one of its object", meanwhile: func(b *v1alpha1.Budget) {
+			later := inFlight
+			later.Charge = list("accelerators", "2")
+			b.Status.Pending = []v1alpha1.BudgetCharge{settled, later}
+		}},
+		{name: "the spec changed", meanwhile: func(b *v1alpha1.Budget) {
+			b.Generation++
+			b.Spec.Hard = list("accelerators", "9")
+		}},
+		{name: "the ledger moved", meanwhile: func(b *v1alpha1.Budget) {
+			b.Status.FoldedUIDs = []types.UID{"uid-gone"}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			before := budget("team", list("accelerators", "8"), list("accelerators", "3"), settled, inFlight)
+			r, client := newReconciler(t, 0, before, instance("stored", 2))
+			conflicted := false
+			client.PrependReactor("update", "budgets", func(core.Action) (bool, runtime.Object, error) {
+				if conflicted {
+					return false, nil, nil
+				}
+				conflicted = true
+				b := before.DeepCopy()
+				tc.meanwhile(b)
+				if err := client.Tracker().Update(budgetsGVR, b, ns); err != nil {
+					t.Fatal(err)
+				}
+				return true, nil, apierrors.NewConflict(v1alpha1.Resource("budgets"), "team", errors.New("the object has been modified"))
+			})
+			_, err := r.Reconcile(context.Background(), ns)
+			if tc.want == nil {
+				if !apierrors.IsConflict(err) {
+					t.Fatalf("Reconcile = %v, want the conflict, to start over", err)
+				}
+				if writes := statusWrites(t, client); writes["team"] != 1 {
+					t.Errorf("status writes %v, want the one that conflicted", writes)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("Reconcile = %v, want the count carried over", err)
+			}
+			lists := 0
+			for _, a := range client.Actions() {
+				if a.GetVerb() == "list" && a.GetResource().Resource == "instances" {
+					lists++
+				}
+			}
+			if lists != 1 {
+				t.Errorf("Instances listed %d times, want once", lists)
+			}
+			obj, err := client.Tracker().Get(budgetsGVR, ns, "team")
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := obj.(*v1alpha1.Budget).Status
+			if !apiequality.Semantic.DeepEqual(got.Used, tc.want.Used) || !apiequality.Semantic.DeepEqual(got.Pending, tc.want.Pending) {
+				t.Errorf("stored used %v pending %v, want used %v pending %v", got.Used, got.Pending, tc.want.Used, tc.want.Pending)
+			}
 		})
 	}
 }
