@@ -129,7 +129,11 @@ func createNamespace(b *testing.B, kube kubernetes.Interface, ns string) {
 	}
 }
 
-type result struct{ total, p50, p99 time.Duration }
+type result struct {
+	total, p50, p99 time.Duration
+	// failed is how many creates failed; the figures are of the rest.
+	failed int
+}
 
 // runOnce creates n objects of kind in a fresh namespace with 16 parallel
 // clients and waits until every one is Ready: the Instance's Ready

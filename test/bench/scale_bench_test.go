@@ -84,6 +84,8 @@ func BenchmarkScale(b *testing.B) {
 	})
 	defer c.Stop()
 	s := &scaleRun{b: b, c: c, kube: kube, kiln: kiln, size: size}
+	// What was measured is printed even when a step fails.
+	defer s.print()
 	typ := s.createType(ctx)
 
 	s.rss("before the Instances")
@@ -97,7 +99,7 @@ func BenchmarkScale(b *testing.B) {
 	}, func(ctx context.Context) (watch.Interface, error) {
 		return kiln.GpuV1alpha1().Instances("").Watch(ctx, metav1.ListOptions{})
 	}, instanceReady)
-	s.row("fill: %d Instances in %d namespaces, create → Ready, all", r.total, size.instances, size.namespaces)
+	s.latencyRows(fmt.Sprintf("fill: %d Instances in %d namespaces, create → Ready", size.instances, size.namespaces), r)
 	s.cpuRows(cpu, size.instances, "Instance")
 	rssFull := s.rss(fmt.Sprintf("with %d Instances", size.instances))
 
@@ -147,7 +149,6 @@ func BenchmarkScale(b *testing.B) {
 		s.rows = append(s.rows, [2]string{fmt.Sprintf("%s resident memory per 1,000 Instances (0 → %d)", name, size.instances), mib(int64(per))})
 	}
 	s.restart(ctx, size.instances+size.new+scaleAdmissionCreates, size.claims)
-	s.print()
 }
 
 func scaleNodes(n int) []localcluster.NodeSpec {
@@ -215,6 +216,9 @@ func (s *scaleRun) row(format string, d time.Duration, args ...any) {
 }
 
 func (s *scaleRun) latencyRows(what string, r result) {
+	if r.failed > 0 {
+		s.rows = append(s.rows, [2]string{what + ", creates that failed", strconv.Itoa(r.failed)})
+	}
 	s.row("%s, all", r.total, what)
 	s.row("%s, p50", r.p50, what)
 	s.row("%s, p99", r.p99, what)
