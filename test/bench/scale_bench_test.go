@@ -3,6 +3,8 @@ package bench
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"io"
 	"net/http"
@@ -80,7 +82,7 @@ func BenchmarkScale(b *testing.B) {
 		Nodes:        scaleNodes(size.nodes),
 		NoNodeAgents: true,
 		ControllerFlags: []string{fmt.Sprintf("--kube-api-qps=%d", qps), fmt.Sprintf("--kube-api-burst=%d", burst),
-			"--instance-workers=16", "--claim-workers=16"},
+			"--instance-workers=16", "--claim-workers=16", "--profiling"},
 	})
 	defer c.Stop()
 	s := &scaleRun{b: b, c: c, kube: kube, kiln: kiln, size: size}
@@ -103,6 +105,7 @@ func BenchmarkScale(b *testing.B) {
 	s.cpuRows(cpu, size.instances, "Instance")
 	rssFull := s.rss(fmt.Sprintf("with %d Instances", size.instances))
 
+	waitProfiles := s.profile("claims")
 	r = timeToDone(b, size.claims, "c-", func(ctx context.Context, name string) error {
 		_, err := kiln.GpuV1alpha1().Claims(nsName(nameIndex(name))).Create(ctx, &gpuv1.Claim{
 			ObjectMeta: metav1.ObjectMeta{Name: name},
@@ -112,6 +115,7 @@ func BenchmarkScale(b *testing.B) {
 	}, func(ctx context.Context) (watch.Interface, error) {
 		return kiln.GpuV1alpha1().Claims("").Watch(ctx, metav1.ListOptions{})
 	}, claimBound)
+	waitProfiles()
 	s.latencyRows(fmt.Sprintf("%d Claims placed at once, create → Bound", size.claims), r)
 
 	pairs := "scale-pairs"
@@ -129,11 +133,13 @@ func BenchmarkScale(b *testing.B) {
 	capacity := s.watchCapacity(ctx, typ.Name, big)
 	cpu = s.cpu()
 	syncs := s.controllerQueue("instancetype")
+	waitProfiles = s.profile("new")
 	rNew := timeToDone(b, size.new, "n-", func(ctx context.Context, name string) error {
 		return createGPUInstance(ctx, kiln, big, name, "")
 	}, func(ctx context.Context) (watch.Interface, error) {
 		return kiln.GpuV1alpha1().Instances(big).Watch(ctx, metav1.ListOptions{})
 	}, instanceReady)
+	waitProfiles()
 	s.latencyRows(fmt.Sprintf("%d new Instances in one namespace, create → Ready", size.new), rNew)
 	s.ratio("new Instances ÷ bare pairs, all Ready", rNew.total, rPairs.total, "≤ 1.3")
 	s.cpuRows(cpu, size.new, "new Instance")
@@ -320,6 +326,56 @@ func (s *scaleRun) cpuRows(before map[string]time.Duration, n int, what string) 
 	for _, name := range scaleComponents {
 		per := (after[name] - before[name]) / time.Duration(n)
 		s.rows = append(s.rows, [2]string{fmt.Sprintf("%s CPU per %s", name, what), fmt.Sprintf("%.2f ms", float64(per)/float64(time.Millisecond))})
+	}
+}
+
+// profile takes a CPU profile of kiln-apiserver and of kiln-controller
+// over the next 20 s, and keeps them in the run's directory as
+// <component>.<step>.cpu.pprof; wait waits for them.
+func (s *scaleRun) profile(step string) (wait func()) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	var wg sync.WaitGroup
+	get := func(component, url string, client *http.Client, header http.Header) {
+		defer wg.Done()
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url+"/debug/pprof/profile?seconds=20", nil)
+		if err != nil {
+			s.b.Error(err)
+			return
+		}
+		req.Header = header
+		resp, err := client.Do(req)
+		if err != nil {
+			s.b.Error(err)
+			return
+		}
+		defer resp.Body.Close()
+		f, err := os.Create(filepath.Join(s.c.Dir, component+"."+step+".cpu.pprof"))
+		if err != nil {
+			s.b.Error(err)
+			return
+		}
+		defer f.Close()
+		if _, err := io.Copy(f, resp.Body); err != nil {
+			s.b.Error(err)
+		}
+	}
+	pool := x509.NewCertPool()
+	if ca, err := os.ReadFile(s.c.KilnCAFile); err != nil || !pool.AppendCertsFromPEM(ca) {
+		s.b.Fatalf("reading %s: %v", s.c.KilnCAFile, err)
+	}
+	cert, err := tls.LoadX509KeyPair(s.c.FrontProxyClient.CertFile, s.c.FrontProxyClient.KeyFile)
+	if err != nil {
+		s.b.Fatal(err)
+	}
+	kiln := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, Certificates: []tls.Certificate{cert}}}}
+	// As kube-apiserver's front proxy asserts a cluster admin.
+	admin := http.Header{"X-Remote-User": {"admin"}, "X-Remote-Group": {"system:masters"}}
+	wg.Add(2)
+	go get("kiln-apiserver", s.c.KilnURL, kiln, admin)
+	go get("kiln-controller", s.c.ControllerMetricsURL(), http.DefaultClient, nil)
+	return func() {
+		wg.Wait()
+		cancel()
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -131,6 +132,12 @@ func Run(ctx context.Context, o *Options) error {
 	if o.MetricsAddress != "" {
 		metrics := http.NewServeMux()
 		metrics.Handle("/metrics", legacyregistry.Handler())
+		if o.Profiling {
+			metrics.HandleFunc("/debug/pprof/", pprof.Index)
+			metrics.HandleFunc("/debug/pprof/profile", pprof.Profile)
+			metrics.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+			metrics.HandleFunc("/debug/pprof/trace", pprof.Trace)
+		}
 		stopMetrics, err := serve(ctx, "metrics", "--metrics-bind-address", o.MetricsAddress, metrics)
 		if err != nil {
 			return err

@@ -18,6 +18,7 @@ type Options struct {
 	Kubeconfig       string
 	BindAddress      string
 	MetricsAddress   string
+	Profiling        bool
 	InstanceWorkers  int
 	TypeWorkers      int
 	ClaimWorkers     int
@@ -64,6 +65,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.Kubeconfig, "kubeconfig", o.Kubeconfig, "kubeconfig of the cluster; empty means in-cluster configuration. Kiln's API is reached through the cluster's aggregator.")
 	fs.StringVar(&o.BindAddress, "bind-address", o.BindAddress, "address of the /healthz and /livez endpoints")
 	fs.StringVar(&o.MetricsAddress, "metrics-bind-address", o.MetricsAddress, "address of /metrics, unauthenticated: keep it on loopback (scrape through a sidecar) or behind a NetworkPolicy; empty turns it off")
+	fs.BoolVar(&o.Profiling, "profiling", o.Profiling, "also serve Go's /debug/pprof on --metrics-bind-address, as unauthenticated as /metrics, so off by default")
 	fs.IntVar(&o.InstanceWorkers, "instance-workers", o.InstanceWorkers, "Instances reconciled at once")
 	fs.IntVar(&o.TypeWorkers, "instancetype-workers", o.TypeWorkers, "InstanceTypes reconciled at once")
 	fs.IntVar(&o.ClaimWorkers, "claim-workers", o.ClaimWorkers, "Claims reconciled at once")
