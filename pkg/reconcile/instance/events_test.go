@@ -227,3 +227,37 @@ func TestEventsOfAClaimsHolderGoing(t *testing.T) {
 		t.Errorf("queued %v, want the Instance on the Claim only", got)
 	}
 }
+
+// TestTypeChanged: a status write of the InstanceType loop (capacity moves
+// with every Pod bound in the pool) wakes none of the type's Instances; a
+// change of what their syncs read does.
+func TestTypeChanged(t *testing.T) {
+	base := &v1alpha1.InstanceType{
+		ObjectMeta: metav1.ObjectMeta{Name: "h100", Generation: 2, ResourceVersion: "7"},
+		Spec:       v1alpha1.InstanceTypeSpec{NodeSelector: map[string]string{"pool": "a"}},
+		Status:     v1alpha1.InstanceTypeStatus{Capacity: v1alpha1.InstanceTypeCapacity{Nodes: 2, Cards: 16, FreeCards: 9}},
+	}
+	for _, tc := range []struct {
+		name   string
+		change func(*v1alpha1.InstanceType)
+		want   bool
+	}{
+		{"capacity", func(t *v1alpha1.InstanceType) { t.ResourceVersion, t.Status.Capacity.FreeCards = "8", 8 }, false},
+		{"conditions", func(t *v1alpha1.InstanceType) {
+			t.Status.Conditions = []metav1.Condition{{Type: "Available", Status: metav1.ConditionFalse}}
+		}, false},
+		{"spec", func(t *v1alpha1.InstanceType) { t.Generation, t.Spec.Hold = 3, v1alpha1.HoldDrain }, true},
+		{"deleted", func(t *v1alpha1.InstanceType) { t.DeletionTimestamp = &metav1.Time{Time: time.Unix(1, 0)} }, true},
+		{"labels", func(t *v1alpha1.InstanceType) { t.Labels = map[string]string{"tier": "gold"} }, true},
+		{"annotations", func(t *v1alpha1.InstanceType) { t.Annotations = map[string]string{"note": "x"} }, true},
+		{"finalizers", func(t *v1alpha1.InstanceType) { t.Finalizers = []string{"x"} }, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cur := base.DeepCopy()
+			tc.change(cur)
+			if got := typeChanged(base, cur); got != tc.want {
+				t.Errorf("typeChanged = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
