@@ -212,7 +212,7 @@ func (c *Controller) watch(inf queue.Informers, instances cache.TypedSharedIndex
 		return err
 	}
 	if err := queue.Watch(c.queue, kilninformers.ToTypedInstanceTypeInformer(gpu.InstanceTypes()).TypedInformer(), kilninformers.InstanceTypeHandlerFuncs{
-		AddFunc:    func(t *v1alpha1.InstanceType) { c.enqueueIndexed(byType, t.Name) },
+		AddFunc: func(t *v1alpha1.InstanceType) { c.enqueueIndexed(byType, t.Name) },
 		UpdateFunc: func(old, t *v1alpha1.InstanceType) {
 			if typeChanged(old, t) {
 				c.enqueueIndexed(byType, t.Name)
