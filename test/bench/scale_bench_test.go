@@ -573,6 +573,9 @@ func (s *scaleRun) recount(ctx context.Context, ns string) {
 		}
 		return after - before
 	}
+	// The creates before leave work behind (their recounts, the
+	// controller's status writes): let it settle before the idle figure.
+	time.Sleep(15 * time.Second)
 	idle := measure("")
 	none := measure(empty)
 	full := measure(ns)

@@ -400,20 +400,48 @@ func unschedulableSince(pod *corev1.Pod) (time.Time, bool) {
 }
 
 // place finds a node for a Pending Claim, with the rest of its set, and
-// creates their holders there. Placements are made one at a time.
+// creates their holders there. Placements are chosen one at a time; the
+// holders are created after, outside the lock: each is assumed on its
+// node already, so the next placement counts it, and the round trip of a
+// create no longer holds back every other placement (1,000 Claims placed
+// at once took 47 s when it did).
 func (c *Controller) place(ctx context.Context, s *step) error {
+	t, node, group, asks, err := c.choose(s)
+	if node == "" || err != nil {
+		return err
+	}
+	for i, m := range group {
+		if _, err := c.createHolder(ctx, m, t, node, asks[i]); err != nil && !apierrors.IsAlreadyExists(err) {
+			// Those without a holder are placed again.
+			for _, m := range group[i:] {
+				c.forget(m)
+			}
+			return err
+		}
+		if m.Name != s.cl.Name {
+			c.queue.Add(cache.MetaObjectToName(m))
+		}
+	}
+	s.st.NodeName = node
+	s.wait(v1alpha1.ClaimReasonScheduling, fmt.Sprintf("placed on node %s; waiting for the scheduler to bind its holder Pod", node))
+	s.requeue(time.Second)
+	return nil
+}
+
+// choose picks the node for a Pending Claim and the rest of its set, and
+// assumes them there; "" when they wait, which s says.
+func (c *Controller) choose(s *step) (t *v1alpha1.InstanceType, node string, group []*v1alpha1.Claim, asks []corev1.ResourceList, err error) {
 	c.placing.Lock()
 	defer c.placing.Unlock()
 	cl := s.cl
 	s.st.NodeName, s.st.Devices, s.st.AttachedTo, s.st.ExpiresAt = "", nil, "", nil
 	s.requeue(recheck)
-	t, err := c.placeable(s)
-	if t == nil || err != nil {
-		return err
+	if t, err = c.placeable(s); t == nil || err != nil {
+		return nil, "", nil, nil, err
 	}
 	group, pin, err := c.group(cl)
 	if err != nil {
-		return err
+		return nil, "", nil, nil, err
 	}
 	// The members of a set arrive one by one, even from one apply: give
 	// the newest a moment, so the set is placed whole rather than its
@@ -423,32 +451,31 @@ func (c *Controller) place(ctx context.Context, s *step) error {
 			if age := s.now.Sub(m.CreationTimestamp.Time); age < setSettle {
 				s.wait(v1alpha1.ClaimReasonScheduling, fmt.Sprintf("waiting a moment for the rest of claim set %s", set))
 				s.requeue(setSettle - age)
-				return nil
+				return nil, "", nil, nil, nil
 			}
 		}
 	}
 	skip := map[string]bool{}
-	var asks []corev1.ResourceList
 	for _, m := range group {
 		ask, err := Ask(m, t)
 		if err != nil {
 			s.wait(v1alpha1.ClaimReasonCapacity, err.Error())
-			return nil
+			return nil, "", nil, nil, nil
 		}
 		asks = append(asks, ask)
 		skip[m.Namespace+"/"+m.Name] = true
 	}
 	nodes, err := pool.Nodes(c.nodes, t)
 	if err != nil {
-		return err
+		return nil, "", nil, nil, err
 	}
 	holds, err := c.holds(nodes, skip)
 	if err != nil {
-		return err
+		return nil, "", nil, nil, err
 	}
 	pods, err := pool.PodsOn(c.podIdx, nodes)
 	if err != nil {
-		return err
+		return nil, "", nil, nil, err
 	}
 	what := "claim " + cl.Name
 	if set, ok := cl.Labels[v1alpha1.ClaimSetLabel]; ok {
@@ -458,21 +485,12 @@ func (c *Controller) place(ctx context.Context, s *step) error {
 	p := Place(t, ask, Free(t, ask, nodes, pods, holds), pin, what)
 	if p.Node == "" {
 		s.wait(p.Reason, p.Message)
-		return nil
+		return nil, "", nil, nil, nil
 	}
 	for i, m := range group {
-		if _, err := c.createHolder(ctx, m, t, p.Node, asks[i]); err != nil && !apierrors.IsAlreadyExists(err) {
-			return err
-		}
 		c.assumed[m.Namespace+"/"+m.Name] = assumption{hold: Hold{Claim: m, Node: p.Node, Ask: asks[i]}, at: c.now()}
-		if m.Name != cl.Name {
-			c.queue.Add(cache.MetaObjectToName(m))
-		}
 	}
-	s.st.NodeName = p.Node
-	s.wait(v1alpha1.ClaimReasonScheduling, fmt.Sprintf("placed on node %s; waiting for the scheduler to bind its holder Pod", p.Node))
-	s.requeue(time.Second)
-	return nil
+	return t, p.Node, group, asks, nil
 }
 
 // placeable is the Claim's InstanceType if the Claim may be placed now:

@@ -2,6 +2,7 @@ package claim
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"strings"
 	"testing"
@@ -425,6 +426,27 @@ func TestSyncCountsPlacementsNotYetSeen(t *testing.T) {
 	if got := f.claim("other"); got.Status.NodeName != "" || f.pod(handover.HolderName(got)) != nil {
 		t.Errorf("other placed on %q beside train's hold", got.Status.NodeName)
 	}
+}
+
+// A holder whose create fails leaves nothing assumed: the Claim is placed
+// again, and another Claim may take the room meanwhile.
+func TestSyncHolderCreateFails(t *testing.T) {
+	f := newFixture(t, newClaim("train", 6), newClaim("other", 6), h100(), node("gpu-1"))
+	failing := true
+	f.kube.PrependReactor("create", "pods", func(clienttesting.Action) (bool, runtime.Object, error) {
+		return failing, nil, errors.New("kube-apiserver is away")
+	})
+	if _, err := f.c.sync(t.Context(), key); err == nil {
+		t.Fatal("sync with a failing holder create: no error for the queue to retry")
+	}
+	failing = false
+	f.syncKey(cache.ObjectName{Namespace: tenant, Name: "other"})
+	if got := f.claim("other"); got.Status.NodeName != "gpu-1" {
+		t.Errorf("other not placed where train's failed placement was assumed: %+v", got.Status)
+	}
+	f.catchUp()
+	f.sync()
+	wantState(t, f.claim("train"), v1alpha1.ClaimPending, v1alpha1.ClaimReasonCapacity)
 }
 
 // A Claim whose holder was made but whose status never said where (the
