@@ -543,10 +543,13 @@ func (s *scaleRun) admission(ctx context.Context, ns, typ string) {
 
 // recount measures kiln-apiserver's CPU for a Budget recount: each change
 // of a Budget's spec makes one, which lists the namespace's Instances and
-// Claims. Twenty changes a second apart in ns, twenty in an empty
-// namespace, and twenty seconds of nothing, each subtracted from the next.
+// Claims. Sixty changes a second apart in ns, sixty in an empty
+// namespace, and sixty seconds of nothing, the last subtracted from the
+// others. Each window holds four of the Budget loop's 15 s resyncs, which
+// recount every namespace with a Budget: shorter ones held one or two, and
+// the figures moved by more than the recount costs.
 func (s *scaleRun) recount(ctx context.Context, ns string) {
-	const changes = 20
+	const changes = 60
 	empty := "scale-empty"
 	s.namespaceWithBudget(ctx, empty, 1)
 	pid, err := s.c.PID("kiln-apiserver")
