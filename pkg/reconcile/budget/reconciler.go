@@ -317,13 +317,22 @@ func (r *Reconciler) Reconcile(ctx context.Context, ns string) (time.Duration, e
 			// Charges landed since the Budget was read. When they are all
 			// that changed, this count still holds with them added: read
 			// the Budget again, not the namespace's objects.
-			var pending []gpu.BudgetCharge
-			rv, ok, rerr := r.chargedSince(ctx, b, first, objects, &pending)
+			var fresh *gpu.Budget
+			ok, rerr := r.chargedSince(ctx, b, first, objects, &fresh)
 			if rerr != nil || !ok {
 				break
 			}
-			if out, _, again, err = status(rv, pending); err != nil {
-				return 0, err
+			var serr error
+			if out, _, again, serr = status(fresh.ResourceVersion, fresh.Status.Pending); serr != nil {
+				return 0, serr
+			}
+			// Another recount (a replica's, or admission's) may have
+			// settled a charge that landed after this Budget was read,
+			// against an object stored after this list: neither shows
+			// it. Its count is in the stored used, so a carried-over
+			// count lower than that on any key starts over instead.
+			if lower(out.Status.Used, fresh.Status.Used) {
+				break
 			}
 			stored, err = r.client.GpuV1alpha1().Budgets(b.Namespace).UpdateStatus(ctx, &out, metav1.UpdateOptions{FieldManager: FieldManager})
 		}
@@ -348,38 +357,48 @@ func (r *Reconciler) Reconcile(ctx context.Context, ns string) (time.Duration, e
 // landed before its write, before it starts over from the list.
 const maxRebases = 10
 
-// chargedSince reads Budget b again and says whether only admission's
-// charges changed it since b was read: its spec and the rest of its status
-// are as they were, and every charge b held that is gone was one this
-// recount settles anyway (a rollback, or another replica's recount that
-// saw the same object stored). Then pending is the stored Budget's pending
-// and rv its resourceVersion. A charge new since b was read is kept,
-// whatever the list says: the list may predate it.
-func (r *Reconciler) chargedSince(ctx context.Context, b *gpu.Budget, first charges, objects map[types.UID]stored, pending *[]gpu.BudgetCharge) (rv string, ok bool, err error) {
+// chargedSince reads Budget b again into fresh and says whether it looks
+// changed by admission's charges only since b was read: its spec and the
+// rest of its status are as they were, and every charge b held that is
+// gone was one this recount settles anyway (a rollback, or another
+// recount that saw the same object stored). A charge new since b was read
+// is kept, whatever the list says: the list may predate it.
+func (r *Reconciler) chargedSince(ctx context.Context, b *gpu.Budget, first charges, objects map[types.UID]stored, fresh **gpu.Budget) (ok bool, err error) {
 	cur, err := r.client.GpuV1alpha1().Budgets(b.Namespace).Get(ctx, b.Name, metav1.GetOptions{})
 	if err != nil {
-		return "", false, err
+		return false, err
 	}
-	var fresh gpu.Budget
-	if err := v1alpha1.Convert_v1alpha1_Budget_To_gpu_Budget(cur, &fresh, nil); err != nil {
-		return "", false, err
+	var f gpu.Budget
+	if err := v1alpha1.Convert_v1alpha1_Budget_To_gpu_Budget(cur, &f, nil); err != nil {
+		return false, err
 	}
-	if fresh.UID != b.UID || fresh.Generation != b.Generation {
-		return "", false, nil
+	if f.UID != b.UID || f.Generation != b.Generation {
+		return false, nil
 	}
-	was, is := b.Status, fresh.Status
+	was, is := b.Status, f.Status
 	was.Used, was.Pending, is.Used, is.Pending = nil, nil, nil, nil
 	if !apiequality.Semantic.DeepEqual(was, is) {
-		return "", false, nil
+		return false, nil
 	}
-	current := chargesOf(&fresh)
+	current := chargesOf(&f)
 	for _, p := range b.Status.Pending {
 		if !current.has(p) && !r.settled(p, objects) {
-			return "", false, nil
+			return false, nil
 		}
 	}
-	*pending = fresh.Status.Pending
-	return fresh.ResourceVersion, true, nil
+	*fresh = &f
+	return true, nil
+}
+
+// lower says whether a is below b on any key of b.
+func lower(a v1alpha1.BudgetResourceList, b gpu.BudgetResourceList) bool {
+	for k, q := range b {
+		have := a[v1alpha1.BudgetResourceName(k)]
+		if have.Cmp(q) < 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // charges are a Budget's charges in flight by object: an object has one.
