@@ -56,6 +56,9 @@ type Controller struct {
 	mu      sync.Mutex
 	stale   map[string]sets.Set[string]
 	tallies map[string]*typeTally
+	// forgotten counts the calls of forget, so that a sync that was
+	// counting meanwhile does not put back the tally it was told to drop.
+	forgotten uint64
 }
 
 // typeTally is the count of one InstanceType's pool, for the spec it was
@@ -261,6 +264,7 @@ func (c *Controller) forget(typ string) {
 	defer c.mu.Unlock()
 	delete(c.tallies, typ)
 	delete(c.stale, typ)
+	c.forgotten++
 }
 
 // HasSynced reports whether the informers have synced and every event of
@@ -315,7 +319,7 @@ func (c *Controller) sync(ctx context.Context, name string) error {
 // again for the next sync.
 func (c *Controller) capacity(t *v1alpha1.InstanceType) (v1alpha1.InstanceTypeCapacity, error) {
 	c.mu.Lock()
-	tt, stale := c.tallies[t.Name], c.stale[t.Name]
+	tt, stale, forgotten := c.tallies[t.Name], c.stale[t.Name], c.forgotten
 	delete(c.stale, t.Name)
 	c.mu.Unlock()
 
@@ -337,7 +341,14 @@ func (c *Controller) capacity(t *v1alpha1.InstanceType) (v1alpha1.InstanceTypeCa
 		delete(c.tallies, t.Name)
 		return v1alpha1.InstanceTypeCapacity{}, err
 	}
-	c.tallies[t.Name] = tt
+	if c.forgotten == forgotten {
+		c.tallies[t.Name] = tt
+	} else {
+		// A tombstone came while this counted: the count may miss what
+		// it deleted. It is still the best one now, and the next sync,
+		// which the tombstone queued, counts the pool whole.
+		delete(c.tallies, t.Name)
+	}
 	return tt.capacity(t), nil
 }
 

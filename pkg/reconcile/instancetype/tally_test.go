@@ -10,6 +10,7 @@ import (
 	coreinformers "k8s.io/client-go/informers/core/v1"
 
 	"kiln.dev/kiln/pkg/apis/gpu/v1alpha1"
+	listers "kiln.dev/kiln/pkg/generated/listers/gpu/v1alpha1"
 )
 
 // TestTallyFollowsEvents drives the controller through random Pod and
@@ -176,4 +177,36 @@ func anyOf(rng *rand.Rand, pods map[string]*corev1.Pod) *corev1.Pod {
 		i--
 	}
 	return nil
+}
+
+// TestTallyForgottenWhileCounting: a tombstone that drops the tally while
+// a sync counts is not undone by that sync putting its tally back.
+func TestTallyForgottenWhileCounting(t *testing.T) {
+	typ := h100Type()
+	f := newFixture(t, []*v1alpha1.InstanceType{typ}, []*corev1.Node{h100Node("a")}, nil)
+	if _, err := f.c.capacity(typ); err != nil {
+		t.Fatal(err)
+	}
+	// The tombstone arrives while the sync reads node a's devices.
+	f.c.devices = tombstoneDuring{f.c.devices, func() { f.c.enqueueAll() }}
+	f.c.markStale(typ.Name, "a")
+	if _, err := f.c.capacity(typ); err != nil {
+		t.Fatal(err)
+	}
+	f.c.mu.Lock()
+	defer f.c.mu.Unlock()
+	if _, ok := f.c.tallies[typ.Name]; ok {
+		t.Error("the sync put back the tally a tombstone dropped while it counted")
+	}
+}
+
+// tombstoneDuring is a NodeDevices lister that runs tombstone on a Get.
+type tombstoneDuring struct {
+	listers.NodeDevicesLister
+	tombstone func()
+}
+
+func (l tombstoneDuring) Get(name string) (*v1alpha1.NodeDevices, error) {
+	l.tombstone()
+	return l.NodeDevicesLister.Get(name)
 }
