@@ -186,18 +186,23 @@ func create(ctx context.Context, kube kubernetes.Interface, kiln versioned.Inter
 		return err
 	}
 	inst.Spec.Resources = gpuv1.InstanceResources{Accelerators: ptr.To[int32](0), CPU: ptr.To(resource.MustParse("100m")), Memory: ptr.To(resource.MustParse("64Mi"))}
-	typ := &gpuv1.InstanceType{ObjectMeta: metav1.ObjectMeta{Name: "bench"}}
-	pod, err := instancectl.RenderPod(inst, typ, nil, instancectl.RenderOptions{})
+	return createPair(ctx, kube, inst, &gpuv1.InstanceType{ObjectMeta: metav1.ObjectMeta{Name: "bench"}})
+}
+
+// createPair creates the Pod and Service kiln-controller would render for
+// inst of type t, without the owner reference.
+func createPair(ctx context.Context, kube kubernetes.Interface, inst *gpuv1.Instance, t *gpuv1.InstanceType) error {
+	pod, err := instancectl.RenderPod(inst, t, nil, instancectl.RenderOptions{})
 	if err != nil {
 		return err
 	}
 	pod.OwnerReferences = nil
 	svc := instancectl.RenderService(inst, nil)
 	svc.OwnerReferences = nil
-	if _, err := kube.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+	if _, err := kube.CoreV1().Pods(inst.Namespace).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
 		return err
 	}
-	_, err = kube.CoreV1().Services(ns).Create(ctx, svc, metav1.CreateOptions{})
+	_, err = kube.CoreV1().Services(inst.Namespace).Create(ctx, svc, metav1.CreateOptions{})
 	return err
 }
 

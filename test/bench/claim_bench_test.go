@@ -75,17 +75,7 @@ func BenchmarkClaims(b *testing.B) {
 	cfg.QPS, cfg.Burst = qps, burst
 	kube := kubernetes.NewForConfigOrDie(cfg)
 	kiln := versioned.NewForConfigOrDie(cfg)
-	if _, err := kiln.GpuV1alpha1().InstanceTypes().Create(ctx, &gpuv1.InstanceType{
-		ObjectMeta: metav1.ObjectMeta{Name: "bench-gpu"},
-		Spec: gpuv1.InstanceTypeSpec{
-			Accelerator: &gpuv1.Accelerator{Vendor: "nvidia", Model: localcluster.ProductH100, Memory: resource.MustParse("80Gi"), MaxPerInstance: 8},
-			ResourcesPerCard: gpuv1.HostResources{
-				CPU: ptr.To(resource.MustParse("100m")), Memory: ptr.To(resource.MustParse("64Mi")),
-			},
-			NodeSelector: map[string]string{localcluster.LabelGPUProduct: localcluster.ProductH100},
-			Tolerations:  []corev1.Toleration{{Key: localcluster.TaintGPU, Operator: corev1.TolerationOpExists}},
-		},
-	}, metav1.CreateOptions{}); err != nil {
+	if _, err := kiln.GpuV1alpha1().InstanceTypes().Create(ctx, benchGPUType(), metav1.CreateOptions{}); err != nil {
 		b.Fatal(err)
 	}
 	for i := range b.N {
@@ -134,6 +124,22 @@ func BenchmarkClaims(b *testing.B) {
 			})
 		}
 		cleanup(b, kube, ns)
+	}
+}
+
+// benchGPUType is "bench-gpu", the H100 type of the simulated GPU nodes
+// that createGPUInstance asks for.
+func benchGPUType() *gpuv1.InstanceType {
+	return &gpuv1.InstanceType{
+		ObjectMeta: metav1.ObjectMeta{Name: "bench-gpu"},
+		Spec: gpuv1.InstanceTypeSpec{
+			Accelerator: &gpuv1.Accelerator{Vendor: "nvidia", Model: localcluster.ProductH100, Memory: resource.MustParse("80Gi"), MaxPerInstance: 8},
+			ResourcesPerCard: gpuv1.HostResources{
+				CPU: ptr.To(resource.MustParse("100m")), Memory: ptr.To(resource.MustParse("64Mi")),
+			},
+			NodeSelector: map[string]string{localcluster.LabelGPUProduct: localcluster.ProductH100},
+			Tolerations:  []corev1.Toleration{{Key: localcluster.TaintGPU, Operator: corev1.TolerationOpExists}},
+		},
 	}
 }
 

@@ -30,7 +30,6 @@ import (
 
 	gpuv1 "kiln.dev/kiln/pkg/apis/gpu/v1alpha1"
 	"kiln.dev/kiln/pkg/generated/clientset/versioned"
-	instancectl "kiln.dev/kiln/pkg/reconcile/instance"
 	"kiln.dev/kiln/test/benchapi"
 	"kiln.dev/kiln/test/localcluster"
 )
@@ -192,18 +191,7 @@ func createGPUPair(ctx context.Context, kube kubernetes.Interface, t *gpuv1.Inst
 			Ports:     []gpuv1.InstancePort{{Name: "http", Port: 8080, Protocol: corev1.ProtocolTCP}},
 		},
 	}
-	pod, err := instancectl.RenderPod(inst, t, nil, instancectl.RenderOptions{})
-	if err != nil {
-		return err
-	}
-	pod.OwnerReferences = nil
-	svc := instancectl.RenderService(inst, nil)
-	svc.OwnerReferences = nil
-	if _, err := kube.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
-		return err
-	}
-	_, err = kube.CoreV1().Services(ns).Create(ctx, svc, metav1.CreateOptions{})
-	return err
+	return createPair(ctx, kube, inst, t)
 }
 
 // scaleRun is one BenchmarkScale run and the rows of its table.
@@ -244,17 +232,7 @@ func seconds(d time.Duration) string {
 func mib(n int64) string { return fmt.Sprintf("%.0f MiB", float64(n)/(1<<20)) }
 
 func (s *scaleRun) createType(ctx context.Context) *gpuv1.InstanceType {
-	t, err := s.kiln.GpuV1alpha1().InstanceTypes().Create(ctx, &gpuv1.InstanceType{
-		ObjectMeta: metav1.ObjectMeta{Name: "bench-gpu"}, // what createGPUInstance asks for
-		Spec: gpuv1.InstanceTypeSpec{
-			Accelerator: &gpuv1.Accelerator{Vendor: "nvidia", Model: localcluster.ProductH100, Memory: resource.MustParse("80Gi"), MaxPerInstance: 8},
-			ResourcesPerCard: gpuv1.HostResources{
-				CPU: ptr.To(resource.MustParse("100m")), Memory: ptr.To(resource.MustParse("64Mi")),
-			},
-			NodeSelector: map[string]string{localcluster.LabelGPUProduct: localcluster.ProductH100},
-			Tolerations:  []corev1.Toleration{{Key: localcluster.TaintGPU, Operator: corev1.TolerationOpExists}},
-		},
-	}, metav1.CreateOptions{})
+	t, err := s.kiln.GpuV1alpha1().InstanceTypes().Create(ctx, benchGPUType(), metav1.CreateOptions{})
 	if err != nil {
 		s.b.Fatal(err)
 	}
