@@ -144,7 +144,7 @@ func BenchmarkScale(b *testing.B) {
 	s.cpuRows(cpu, size.new, "new Instance")
 	s.capacityRows(capacity.stop(), syncs)
 
-	s.admission(ctx, big, typ.Name)
+	s.admission(ctx, big)
 	s.recount(ctx, big)
 	s.kubectl("kubectl get inst -A", c.Kubectl, "get", "instances.gpu.kiln.dev", "-A", "--kubeconfig="+c.AdminKubeconfig)
 	s.kubectl("kubectl gpu capacity", filepath.Join(filepath.Dir(c.Kubectl), "kubectl-gpu"), "capacity", "--kubeconfig="+c.AdminKubeconfig)
@@ -504,7 +504,7 @@ func (s *scaleRun) capacityRows(lat []time.Duration, before queueStats) {
 
 // admission times creates in ns, one at a time, once it holds the new
 // Instances: each is charged against the namespace's Budget.
-func (s *scaleRun) admission(ctx context.Context, ns, typ string) {
+func (s *scaleRun) admission(ctx context.Context, ns string) {
 	var lat []time.Duration
 	for i := range scaleAdmissionCreates {
 		start := time.Now()
