@@ -3,8 +3,6 @@ package bench
 import (
 	"bufio"
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"fmt"
 	"io"
 	"net/http"
@@ -26,6 +24,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 
 	gpuv1 "kiln.dev/kiln/pkg/apis/gpu/v1alpha1"
@@ -311,50 +310,31 @@ func (s *scaleRun) cpuRows(before map[string]time.Duration, n int, what string) 
 // over the next 20 s, and keeps them in the run's directory as
 // <component>.<step>.cpu.pprof; wait waits for them.
 func (s *scaleRun) profile(step string) (wait func()) {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	var wg sync.WaitGroup
-	get := func(component, url string, client *http.Client, header http.Header) {
-		defer wg.Done()
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url+"/debug/pprof/profile?seconds=20", nil)
-		if err != nil {
-			s.b.Error(err)
-			return
-		}
-		req.Header = header
-		resp, err := client.Do(req)
-		if err != nil {
-			s.b.Error(err)
-			return
-		}
-		defer resp.Body.Close()
-		f, err := os.Create(filepath.Join(s.c.Dir, component+"."+step+".cpu.pprof"))
-		if err != nil {
-			s.b.Error(err)
-			return
-		}
-		defer f.Close()
-		if _, err := io.Copy(f, resp.Body); err != nil {
-			s.b.Error(err)
-		}
-	}
-	pool := x509.NewCertPool()
-	if ca, err := os.ReadFile(s.c.KilnCAFile); err != nil || !pool.AppendCertsFromPEM(ca) {
-		s.b.Fatalf("reading %s: %v", s.c.KilnCAFile, err)
-	}
-	cert, err := tls.LoadX509KeyPair(s.c.FrontProxyClient.CertFile, s.c.FrontProxyClient.KeyFile)
+	// The admin's client certificate, straight to kiln-apiserver, as
+	// bench-api reaches it.
+	direct := rest.CopyConfig(s.c.AdminConfig)
+	direct.Host = s.c.KilnURL
+	direct.TLSClientConfig.CAData, direct.TLSClientConfig.CAFile = nil, s.c.KilnCAFile
+	kiln, err := rest.HTTPClientFor(direct)
 	if err != nil {
 		s.b.Fatal(err)
 	}
-	kiln := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, Certificates: []tls.Certificate{cert}}}}
-	// As kube-apiserver's front proxy asserts a cluster admin.
-	admin := http.Header{"X-Remote-User": {"admin"}, "X-Remote-Group": {"system:masters"}}
-	wg.Add(2)
-	go get("kiln-apiserver", s.c.KilnURL, kiln, admin)
-	go get("kiln-controller", s.c.ControllerMetricsURL(), http.DefaultClient, nil)
-	return func() {
-		wg.Wait()
-		cancel()
+	var wg sync.WaitGroup
+	for _, target := range []struct {
+		component, base string
+		client          *http.Client
+	}{
+		{"kiln-apiserver", s.c.KilnURL, kiln},
+		{"kiln-controller", s.c.ControllerMetricsURL(), http.DefaultClient},
+	} {
+		wg.Go(func() {
+			file := filepath.Join(s.c.Dir, target.component+"."+step+".cpu.pprof")
+			if err := benchapi.CPUProfile(context.Background(), target.client, target.base, 20, file); err != nil {
+				s.b.Errorf("CPU profile of %s: %v", target.component, err)
+			}
+		})
 	}
+	return wg.Wait
 }
 
 // controllerMetric sums the samples of a kiln-controller metric whose

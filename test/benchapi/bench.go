@@ -8,7 +8,6 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -313,12 +312,8 @@ func (b *bench) cpuProfiles(ctx context.Context, workload string) <-chan struct{
 			continue
 		}
 		wg.Go(func() {
-			prof, err := get(ctx, s.Client, fmt.Sprintf("%s/debug/pprof/profile?seconds=%d", s.Base, b.cfg.CPUProfileSeconds))
 			file := filepath.Join(b.cfg.ProfileDir, fmt.Sprintf("%s.%s.cpu.pprof", s.Name, strings.ReplaceAll(workload, " ", "-")))
-			if err == nil {
-				err = os.WriteFile(file, prof, 0o644)
-			}
-			if err != nil {
+			if err := CPUProfile(ctx, s.Client, s.Base, b.cfg.CPUProfileSeconds, file); err != nil {
 				fmt.Fprintf(b.cfg.Log, "CPU profile of %s: %v\n", s.Name, err)
 			}
 		})

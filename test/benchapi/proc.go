@@ -96,6 +96,16 @@ func metricValue(text, name string) (int64, error) {
 	return 0, fmt.Errorf("no %s in /metrics", name)
 }
 
+// CPUProfile keeps in file a CPU profile of the Go server at base, taken
+// over the next seconds.
+func CPUProfile(ctx context.Context, client *http.Client, base string, seconds int, file string) error {
+	prof, err := get(ctx, client, fmt.Sprintf("%s/debug/pprof/profile?seconds=%d", base, seconds))
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(file, prof, 0o644)
+}
+
 func get(ctx context.Context, client *http.Client, url string) ([]byte, error) {
 	return getAccept(ctx, client, url, "")
 }

@@ -317,9 +317,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, ns string) (time.Duration, e
 			// Charges landed since the Budget was read. When they are all
 			// that changed, this count still holds with them added: read
 			// the Budget again, not the namespace's objects.
-			var fresh *gpu.Budget
-			ok, rerr := r.chargedSince(ctx, b, first, objects, &fresh)
-			if rerr != nil || !ok {
+			fresh, rerr := r.chargedSince(ctx, b, objects)
+			if rerr != nil || fresh == nil {
 				break
 			}
 			var serr error
@@ -357,37 +356,36 @@ func (r *Reconciler) Reconcile(ctx context.Context, ns string) (time.Duration, e
 // landed before its write, before it starts over from the list.
 const maxRebases = 10
 
-// chargedSince reads Budget b again into fresh and says whether it looks
-// changed by admission's charges only since b was read: its spec and the
-// rest of its status are as they were, and every charge b held that is
-// gone was one this recount settles anyway (a rollback, or another
-// recount that saw the same object stored). A charge new since b was read
-// is kept, whatever the list says: the list may predate it.
-func (r *Reconciler) chargedSince(ctx context.Context, b *gpu.Budget, first charges, objects map[types.UID]stored, fresh **gpu.Budget) (ok bool, err error) {
+// chargedSince reads Budget b again and returns it when it looks changed
+// by admission's charges only since b was read, nil otherwise: its spec
+// and the rest of its status are as they were, and every charge b held
+// that is gone was one this recount settles anyway (a rollback, or
+// another recount that saw the same object stored). A charge new since b
+// was read is kept, whatever the list says: the list may predate it.
+func (r *Reconciler) chargedSince(ctx context.Context, b *gpu.Budget, objects map[types.UID]stored) (*gpu.Budget, error) {
 	cur, err := r.client.GpuV1alpha1().Budgets(b.Namespace).Get(ctx, b.Name, metav1.GetOptions{})
 	if err != nil {
-		return false, err
+		return nil, err
 	}
-	var f gpu.Budget
-	if err := v1alpha1.Convert_v1alpha1_Budget_To_gpu_Budget(cur, &f, nil); err != nil {
-		return false, err
+	var fresh gpu.Budget
+	if err := v1alpha1.Convert_v1alpha1_Budget_To_gpu_Budget(cur, &fresh, nil); err != nil {
+		return nil, err
 	}
-	if f.UID != b.UID || f.Generation != b.Generation {
-		return false, nil
+	if fresh.UID != b.UID || fresh.Generation != b.Generation {
+		return nil, nil
 	}
-	was, is := b.Status, f.Status
+	was, is := b.Status, fresh.Status
 	was.Used, was.Pending, is.Used, is.Pending = nil, nil, nil, nil
 	if !apiequality.Semantic.DeepEqual(was, is) {
-		return false, nil
+		return nil, nil
 	}
-	current := chargesOf(&f)
+	current := chargesOf(&fresh)
 	for _, p := range b.Status.Pending {
 		if !current.has(p) && !r.settled(p, objects) {
-			return false, nil
+			return nil, nil
 		}
 	}
-	*fresh = &f
-	return true, nil
+	return &fresh, nil
 }
 
 // lower says whether a is below b on any key of b.

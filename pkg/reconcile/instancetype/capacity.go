@@ -46,32 +46,6 @@ func countedResources(t *v1alpha1.InstanceType) []corev1.ResourceName {
 	return names
 }
 
-// Capacity counts the type's pool. nodes and pods may be supersets: Nodes
-// outside the pool and Pods bound elsewhere are ignored. Every Pod bound to
-// a counted node takes its share, whether Kiln made it or not.
-//
-// Cards and partitions are counted as the scheduler sees them, by the
-// nodes' allocatable extended resources. A slice asks for one unit of the
-// card resource besides its percentages, so it takes a card slot: an L4
-// node with 4 cards and one slice has 3 free. MIG partitions are resources
-// of their own next to the whole cards (as the device plugin's mixed
-// strategy reports them), so they are counted independently of them.
-func Capacity(t *v1alpha1.InstanceType, nodes []*corev1.Node, pods []*corev1.Pod) v1alpha1.InstanceTypeCapacity {
-	byNode := map[string][]*corev1.Pod{}
-	for _, p := range pods {
-		if p.Spec.NodeName != "" {
-			byNode[p.Spec.NodeName] = append(byNode[p.Spec.NodeName], p)
-		}
-	}
-	names := countedResources(t)
-	tl := newTally(names)
-	for _, n := range nodes {
-		c, counted := countNode(t, names, n, byNode[n.Name])
-		tl.set(n.Name, c, counted)
-	}
-	return tl.capacity(t)
-}
-
 // Phase is Draining for a type being drained or deleted, Held for one on
 // hold, Active otherwise.
 func Phase(t *v1alpha1.InstanceType) v1alpha1.InstanceTypePhase {
@@ -84,15 +58,11 @@ func Phase(t *v1alpha1.InstanceType) v1alpha1.InstanceTypePhase {
 	return v1alpha1.InstanceTypeActive
 }
 
-// Status is the status the type should have. It starts from the type's
-// current conditions and sets Available through meta.SetStatusCondition,
-// so now becomes its lastTransitionTime only when its status flips, and an
-// unchanged pool gives a status equal to the current one.
-func Status(t *v1alpha1.InstanceType, nodes []*corev1.Node, pods []*corev1.Pod, now metav1.Time) v1alpha1.InstanceTypeStatus {
-	return statusOf(t, Capacity(t, nodes, pods), now)
-}
-
-// statusOf is Status for a pool already counted.
+// statusOf is the status the type should have with capacity. It starts
+// from the type's current conditions and sets Available through
+// meta.SetStatusCondition, so now becomes its lastTransitionTime only when
+// its status flips, and an unchanged pool gives a status equal to the
+// current one.
 func statusOf(t *v1alpha1.InstanceType, capacity v1alpha1.InstanceTypeCapacity, now metav1.Time) v1alpha1.InstanceTypeStatus {
 	st := v1alpha1.InstanceTypeStatus{
 		Phase:              Phase(t),

@@ -120,6 +120,28 @@ func phase(ph corev1.PodPhase) func(*corev1.Pod) { return func(p *corev1.Pod) { 
 
 func limitsOnly(p *corev1.Pod) { p.Spec.Containers[0].Resources.Requests = nil }
 
+// Capacity counts the type's pool from scratch, as a sync with no kept
+// count does; nodes and pods may be supersets.
+func Capacity(t *v1alpha1.InstanceType, nodes []*corev1.Node, pods []*corev1.Pod) v1alpha1.InstanceTypeCapacity {
+	byNode := map[string][]*corev1.Pod{}
+	for _, p := range pods {
+		if p.Spec.NodeName != "" {
+			byNode[p.Spec.NodeName] = append(byNode[p.Spec.NodeName], p)
+		}
+	}
+	tl := newTally(countedResources(t))
+	for _, n := range nodes {
+		c, counted := countNode(t, tl.names, n, byNode[n.Name])
+		tl.set(n.Name, c, counted)
+	}
+	return tl.capacity(t)
+}
+
+// Status is the status the type should have, counted from scratch.
+func Status(t *v1alpha1.InstanceType, nodes []*corev1.Node, pods []*corev1.Pod, now metav1.Time) v1alpha1.InstanceTypeStatus {
+	return statusOf(t, Capacity(t, nodes, pods), now)
+}
+
 func TestCapacity(t *testing.T) {
 	for _, tc := range []struct {
 		name  string

@@ -14,9 +14,17 @@ type nodeCount struct{ total, free []int64 }
 
 // countNode counts node n for t from pods, which may hold Pods bound
 // elsewhere; false when n is not counted: outside the pool, not Ready,
-// cordoned, or tainted against the type. A node whose Pods ask for more
-// than it has (it shrank under them) has none free, and does not eat into
-// the others'.
+// cordoned, or tainted against the type. Every Pod bound to a counted node
+// takes its share, whether Kiln made it or not. A node whose Pods ask for
+// more than it has (it shrank under them) has none free, and does not eat
+// into the others'.
+//
+// Cards and partitions are counted as the scheduler sees them, by the
+// nodes' allocatable extended resources. A slice asks for one unit of the
+// card resource besides its percentages, so it takes a card slot: an L4
+// node with 4 cards and one slice has 3 free. MIG partitions are resources
+// of their own next to the whole cards (as the device plugin's mixed
+// strategy reports them), so they are counted independently of them.
 func countNode(t *v1alpha1.InstanceType, names []corev1.ResourceName, n *corev1.Node, pods []*corev1.Pod) (nodeCount, bool) {
 	if !pool.InPool(t, n) || !pool.Schedulable(t, n) {
 		return nodeCount{}, false
