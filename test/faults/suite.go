@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -17,6 +18,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
+	gpuv1 "kiln.dev/kiln/pkg/apis/gpu/v1alpha1"
 	"kiln.dev/kiln/pkg/generated/clientset/versioned"
 )
 
@@ -327,8 +329,14 @@ func (e *Env) checkWatchers(ctx context.Context, watchers []*watcher, acked []ac
 }
 
 // Cleanup deletes every Instance and Claim in the tenants' namespaces and
-// waits until they and their Pods are gone, so the next fault starts with
-// the Budgets free.
+// waits until they and their Pods are gone and each tenant's Budget holds
+// nothing, so the next fault starts with the Budgets free.
+//
+// Objects gone are not enough: a create the load's end cut short after
+// admission charged it leaves its charge in status.pending until the
+// Budget loop takes the write to have failed (PendingTTL, 30 s). A row
+// started inside that window had every create of the tenant refused, and
+// acknowledged nothing. What was waited for is logged.
 func (e *Env) Cleanup(ctx context.Context, namespaces []string) error {
 	for _, ns := range namespaces {
 		if err := e.Kiln.GpuV1alpha1().Instances(ns).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{}); err != nil && !apierrors.IsNotFound(err) {
@@ -338,7 +346,9 @@ func (e *Env) Cleanup(ctx context.Context, namespaces []string) error {
 			return err
 		}
 	}
-	return wait.PollUntilContextTimeout(ctx, time.Second, convergence, true, func(ctx context.Context) (bool, error) {
+	start := time.Now()
+	held := map[string]string{}
+	err := wait.PollUntilContextTimeout(ctx, time.Second, convergence, true, func(ctx context.Context) (bool, error) {
 		for _, ns := range namespaces {
 			i, err := e.Kiln.GpuV1alpha1().Instances(ns).List(ctx, metav1.ListOptions{})
 			if err != nil || len(i.Items) > 0 {
@@ -353,6 +363,43 @@ func (e *Env) Cleanup(ctx context.Context, namespaces []string) error {
 				return false, nil
 			}
 		}
+		for _, ns := range namespaces {
+			name, ok := e.Budgets[ns]
+			if !ok {
+				continue
+			}
+			b, err := e.Kiln.GpuV1alpha1().Budgets(ns).Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				return false, nil
+			}
+			if h := holds(b); h != "" {
+				if _, seen := held[ns]; !seen {
+					held[ns] = fmt.Sprintf("Budget %s/%s %s, %s after the delete", ns, name, h, time.Since(start).Round(100*time.Millisecond))
+				}
+				return false, nil
+			}
+		}
 		return true, nil
 	})
+	for _, ns := range slices.Sorted(maps.Keys(held)) {
+		fmt.Fprintf(e.Log, "faults: cleanup waited %s for %s\n", time.Since(start).Round(100*time.Millisecond), held[ns])
+	}
+	if err != nil {
+		return fmt.Errorf("the tenants' objects, Pods and Budget charges after %s: %w (%s)", convergence, err, strings.Join(slices.Collect(maps.Values(held)), "; "))
+	}
+	return nil
+}
+
+// holds describes what a Budget still counts, "" when nothing.
+func holds(b *gpuv1.Budget) string {
+	var parts []string
+	for _, k := range slices.Sorted(maps.Keys(b.Status.Used)) {
+		if q := b.Status.Used[k]; !q.IsZero() {
+			parts = append(parts, fmt.Sprintf("used %s=%s", k, q.String()))
+		}
+	}
+	for _, p := range b.Status.Pending {
+		parts = append(parts, fmt.Sprintf("pending %s %s (uid %s, charged at %s)", p.Kind, p.Name, p.UID, p.Time.UTC().Format(time.TimeOnly)))
+	}
+	return strings.Join(parts, ", ")
 }

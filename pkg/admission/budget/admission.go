@@ -57,11 +57,14 @@ func Register(plugins *admission.Plugins) {
 // Plugin charges Budgets.
 type Plugin struct {
 	*admission.Handler
-	types   listers.InstanceTypeLister
-	client  versioned.Interface
-	recount kilninit.BudgetRecount
-	budgets kilninit.BudgetLister
-	now     func() time.Time
+	types  listers.InstanceTypeLister
+	client versioned.Interface
+	// instances and claims say which names look taken (see taken).
+	instances listers.InstanceLister
+	claims    listers.ClaimLister
+	recount   kilninit.BudgetRecount
+	budgets   kilninit.BudgetLister
+	now       func() time.Time
 }
 
 var (
@@ -77,11 +80,13 @@ func New() *Plugin {
 	return &Plugin{Handler: admission.NewHandler(admission.Create, admission.Update), now: time.Now}
 }
 
-// SetKilnInformerFactory takes the InstanceType lister. Budgets are read
-// from the server itself (see Validate).
+// SetKilnInformerFactory takes the InstanceType, Instance and Claim
+// listers. Budgets are read from the server itself (see Validate).
 func (p *Plugin) SetKilnInformerFactory(f informers.SharedInformerFactory) {
 	t := f.Gpu().V1alpha1().InstanceTypes()
 	p.types = t.Lister()
+	p.instances = f.Gpu().V1alpha1().Instances().Lister()
+	p.claims = f.Gpu().V1alpha1().Claims().Lister()
 	p.SetReadyFunc(t.Informer().HasSynced)
 }
 
@@ -97,8 +102,8 @@ func (p *Plugin) SetBudgetLister(l kilninit.BudgetLister) { p.budgets = l }
 
 // ValidateInitialization checks the plugin got what it needs.
 func (p *Plugin) ValidateInitialization() error {
-	if p.types == nil || p.client == nil || p.recount == nil || p.budgets == nil {
-		return fmt.Errorf("%s needs the InstanceType lister, a Kiln client, the Budget recount and the Budget lister", PluginName)
+	if p.types == nil || p.instances == nil || p.claims == nil || p.client == nil || p.recount == nil || p.budgets == nil {
+		return fmt.Errorf("%s needs the InstanceType, Instance and Claim listers, a Kiln client, the Budget recount and the Budget lister", PluginName)
 	}
 	return nil
 }
@@ -153,6 +158,11 @@ func (p *Plugin) Validate(ctx context.Context, a admission.Attributes, _ admissi
 		}
 	}
 	sort.Slice(affected, func(i, j int) bool { return affected[i].Name < affected[j].Name })
+	if len(affected) > 0 && a.GetOperation() == admission.Create && a.GetSubresource() == "" && !a.IsDryRun() {
+		if err := p.taken(ctx, req, a.GetNamespace()); err != nil {
+			return err
+		}
+	}
 	var charged []*charged
 	for _, b := range affected {
 		c, err := p.charge(ctx, a, b, req)
@@ -168,6 +178,39 @@ func (p *Plugin) Validate(ctx context.Context, a admission.Attributes, _ admissi
 			charged = append(charged, c)
 		}
 	}
+	return nil
+}
+
+// taken answers a create of a name already stored as storage would, 409,
+// before it is charged. Storage finds the name taken only after admission,
+// and the charge of a write that stored nothing holds the Budget until the
+// reconciler takes the write to have failed (its PendingTTL): a tenant's
+// create of a taken name refused their next create for 30 s. The informer
+// says whether to look, so a create of a new name costs no read; a live
+// read says whether the name is still taken. A name taken too recently for
+// the informer to show is charged as before, and left to the TTL.
+func (p *Plugin) taken(ctx context.Context, req *request, ns string) error {
+	var err error
+	resource := "instances"
+	switch req.kind {
+	case "Instance":
+		if _, cached := p.instances.Instances(ns).Get(req.name); cached != nil {
+			return nil
+		}
+		_, err = p.client.GpuV1alpha1().Instances(ns).Get(ctx, req.name, metav1.GetOptions{})
+	case "Claim":
+		resource = "claims"
+		if _, cached := p.claims.Claims(ns).Get(req.name); cached != nil {
+			return nil
+		}
+		_, err = p.client.GpuV1alpha1().Claims(ns).Get(ctx, req.name, metav1.GetOptions{})
+	default:
+		return nil
+	}
+	if err == nil {
+		return apierrors.NewAlreadyExists(gpu.Resource(resource), req.name)
+	}
+	// Gone since, or unreadable: charged, and storage answers.
 	return nil
 }
 

@@ -928,3 +928,69 @@ func TestPluginRefundRestoresReplacedCharge(t *testing.T) {
 	}
 	checkBudgets(t, client, before, nil)
 }
+
+// TestTaken: a create of a name stored already is answered 409 before it is
+// charged, when the informer shows the name and the server still has it;
+// otherwise it is charged as any create, and storage answers.
+func TestTaken(t *testing.T) {
+	storedInstance := &v1alpha1.Instance{ObjectMeta: metav1.ObjectMeta{Name: "train", Namespace: ns, UID: "uid-old"}}
+	held := storedClaim("hold", "h100", v1alpha1.ClaimBound)
+	cases := []struct {
+		name string
+		// cached and stored are what the informer and the server hold.
+		cached, stored []runtime.Object
+		obj            runtime.Object
+		subresource    string
+		dryRun         bool
+		wantExists     bool
+		writes         int
+	}{
+		{name: "an Instance's name, cached and stored", cached: []runtime.Object{storedInstance}, stored: []runtime.Object{storedInstance},
+			obj: instance("train", 1), wantExists: true},
+		{name: "a Claim's name, cached and stored", cached: []runtime.Object{held}, stored: []runtime.Object{held},
+			obj: claim("hold", 1), wantExists: true},
+		{name: "deleted since the informer saw it: charged", cached: []runtime.Object{storedInstance},
+			obj: instance("train", 1), writes: 1},
+		{name: "stored too recently for the informer: charged, left to the TTL", stored: []runtime.Object{storedInstance},
+			obj: instance("train", 1), writes: 1},
+		{name: "a new name: charged", cached: []runtime.Object{storedInstance}, stored: []runtime.Object{storedInstance},
+			obj: instance("serve", 1), writes: 1},
+		{name: "an Instance's name is not a Claim's", cached: []runtime.Object{storedInstance}, stored: []runtime.Object{storedInstance},
+			obj: claim("train", 1), writes: 1},
+		{name: "a start is a create of a subresource of the stored Instance", cached: []runtime.Object{storedInstance}, stored: []runtime.Object{storedInstance},
+			obj: instancechange.Lifecycle(instance("train", 1, stopped), "start"), subresource: "start", writes: 1},
+		{name: "a dry run is never charged, and storage answers it", cached: []runtime.Object{storedInstance}, stored: []runtime.Object{storedInstance},
+			obj: instance("train", 1), dryRun: true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			team := budget("team", list("accelerators", "4"), list("accelerators", "0"))
+			p, client := newPlugin(t, append([]runtime.Object{team}, tc.stored...)...)
+			factory := kilninformers.NewSharedInformerFactory(client, 0)
+			for _, o := range tc.cached {
+				var err error
+				switch o.(type) {
+				case *v1alpha1.Instance:
+					err = factory.Gpu().V1alpha1().Instances().Informer().GetIndexer().Add(o)
+				case *v1alpha1.Claim:
+					err = factory.Gpu().V1alpha1().Claims().Informer().GetIndexer().Add(o)
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+			}
+			p.instances, p.claims = factory.Gpu().V1alpha1().Instances().Lister(), factory.Gpu().V1alpha1().Claims().Lister()
+			ctx := context.Background()
+			if tc.subresource == "start" {
+				ctx = instancechange.WithStored(ctx, instance("train", 1, stopped))
+			}
+			err := p.Validate(ctx, attributes(tc.obj, nil, tc.subresource, tc.dryRun), nil)
+			if got := apierrors.IsAlreadyExists(err); got != tc.wantExists || (err != nil && !got) {
+				t.Fatalf("Validate: %v, want AlreadyExists %v", err, tc.wantExists)
+			}
+			if got := statusWrites(t, client)["team"]; got != tc.writes {
+				t.Errorf("%d Budget status writes, want %d", got, tc.writes)
+			}
+		})
+	}
+}

@@ -553,6 +553,48 @@ func TestInstancesOnClaims(t *testing.T) {
 	waitSettled(t, ns, "team", gpuv1.BudgetAccelerators, "2", 30*time.Second)
 }
 
+// TestTakenNameIsNotCharged: a create of a name already stored is answered
+// 409 without a charge. Storage finds the name taken only after admission:
+// charged first, the create left a charge in status.pending with nothing
+// stored, and the tenant's next create was refused for the charge's TTL
+// (30 s). test/install's writers met it at every row's end.
+func TestTakenNameIsNotCharged(t *testing.T) {
+	t.Parallel()
+	const ns = "taken"
+	c := ctx(t)
+	createBudget(t, ns, "team", gpuv1.BudgetResourceList{gpuv1.BudgetAccelerators: resource.MustParse("2")})
+	instances := client.GpuV1alpha1().Instances(ns)
+	claims := client.GpuV1alpha1().Claims(ns)
+	stopped := instance(ns, "a", "h100", 1)
+	stopped.Spec.Stopped = true
+	if _, err := instances.Create(c, stopped, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	claim := &gpuv1.Claim{ObjectMeta: metav1.ObjectMeta{Name: "c", Namespace: ns},
+		Spec: gpuv1.ClaimSpec{Type: "h100", Accelerators: ptr.To[int32](1)}}
+	if _, err := claims.Create(c, claim, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// The plugin looks at its informers first: the recount that settles
+	// the Claim's charge was woken by its informer's event, which came
+	// after the Instance's.
+	waitSettled(t, ns, "team", gpuv1.BudgetAccelerators, "1", 30*time.Second)
+	for i := range 5 {
+		if _, err := instances.Create(c, instance(ns, "a", "h100", 1), metav1.CreateOptions{}); !apierrors.IsAlreadyExists(err) {
+			t.Fatalf("create %d of Instance a, which is stored stopped: %v, want 409 AlreadyExists", i, err)
+		}
+		claim.ResourceVersion = ""
+		if _, err := claims.Create(c, claim, metav1.CreateOptions{}); !apierrors.IsAlreadyExists(err) {
+			t.Fatalf("create %d of Claim c, which is stored: %v, want 409 AlreadyExists", i, err)
+		}
+	}
+	// The Claim holds one card of two: one more fits, at once.
+	if _, err := instances.Create(c, instance(ns, "b", "h100", 1), metav1.CreateOptions{}); err != nil {
+		t.Fatalf("a create right after the refused ones: %v (budget: %+v)", err, budget(t, ns, "team").Status)
+	}
+	waitSettled(t, ns, "team", gpuv1.BudgetAccelerators, "2", 30*time.Second)
+}
+
 // logOut sends the server's log to KILN_TEST_LOG when set.
 func logOut() io.Writer {
 	if f := os.Getenv("KILN_TEST_LOG"); f != "" {
