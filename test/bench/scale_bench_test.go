@@ -115,6 +115,7 @@ func BenchmarkScale(b *testing.B) {
 	}, claimBound)
 	waitProfiles()
 	s.latencyRows(fmt.Sprintf("%d Claims placed at once, create → Bound", size.claims), r)
+	s.holderPhases(ctx, size.claims)
 
 	pairs := "scale-pairs"
 	createNamespace(b, kube, pairs)
@@ -124,6 +125,7 @@ func BenchmarkScale(b *testing.B) {
 		return kube.CoreV1().Pods(pairs).Watch(ctx, metav1.ListOptions{})
 	}, podReady)
 	s.latencyRows(fmt.Sprintf("%d bare Pod+Service pairs, create → Pod Ready", size.new), rPairs)
+	s.scheduled(ctx, pairs, fmt.Sprintf("%d bare Pods, create → bound by kube-scheduler", size.new))
 	cleanup(b, kube, pairs)
 
 	big := "scale-big"
@@ -153,6 +155,73 @@ func BenchmarkScale(b *testing.B) {
 		s.rows = append(s.rows, [2]string{fmt.Sprintf("%s resident memory per 1,000 Instances (0 → %d)", name, size.instances), mib(int64(per))})
 	}
 	s.restart(ctx, size.instances+size.new+scaleAdmissionCreates, size.claims)
+}
+
+// holderPhases splits a Claim's wait for Bound at its holder Pod: Claim
+// created → holder created (Kiln's placement) and holder created → bound
+// to its node by kube-scheduler. Timestamps are the API's, in whole
+// seconds.
+func (s *scaleRun) holderPhases(ctx context.Context, claims int) {
+	cl, err := s.kiln.GpuV1alpha1().Claims("").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		s.b.Fatal(err)
+	}
+	created := map[string]time.Time{}
+	for _, c := range cl.Items {
+		created[c.Namespace+"/"+c.Name] = c.CreationTimestamp.Time
+	}
+	pods, err := s.kube.CoreV1().Pods("").List(ctx, metav1.ListOptions{LabelSelector: gpuv1.LabelClaim})
+	if err != nil {
+		s.b.Fatal(err)
+	}
+	var placed, bound []time.Duration
+	for _, p := range pods.Items {
+		c, ok := created[p.Namespace+"/"+p.Labels[gpuv1.LabelClaim]]
+		if !ok {
+			continue
+		}
+		placed = append(placed, p.CreationTimestamp.Sub(c))
+		if at, ok := scheduledAt(&p); ok {
+			bound = append(bound, at.Sub(p.CreationTimestamp.Time))
+		}
+	}
+	s.spreadRows(fmt.Sprintf("%d Claims, create → holder Pod created (placement)", claims), placed)
+	s.spreadRows(fmt.Sprintf("%d Claims, holder created → bound by kube-scheduler", claims), bound)
+}
+
+// scheduled is the same split for the Pods of a namespace.
+func (s *scaleRun) scheduled(ctx context.Context, ns, what string) {
+	pods, err := s.kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		s.b.Fatal(err)
+	}
+	var bound []time.Duration
+	for _, p := range pods.Items {
+		if at, ok := scheduledAt(&p); ok {
+			bound = append(bound, at.Sub(p.CreationTimestamp.Time))
+		}
+	}
+	s.spreadRows(what, bound)
+}
+
+func scheduledAt(p *corev1.Pod) (time.Time, bool) {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionTrue {
+			return c.LastTransitionTime.Time, true
+		}
+	}
+	return time.Time{}, false
+}
+
+// spreadRows are the p50 and p99 of d, to the API's whole seconds.
+func (s *scaleRun) spreadRows(what string, d []time.Duration) {
+	if len(d) == 0 {
+		s.rows = append(s.rows, [2]string{what, "none seen"})
+		return
+	}
+	slices.Sort(d)
+	s.rows = append(s.rows, [2]string{fmt.Sprintf("%s, p50 / p99 (whole seconds, %d seen)", what, len(d)),
+		fmt.Sprintf("%.0f s / %.0f s", d[len(d)/2].Seconds(), d[len(d)*99/100].Seconds())})
 }
 
 func scaleNodes(n int) []localcluster.NodeSpec {

@@ -948,9 +948,9 @@ type BudgetStatus struct {
 	// budget reconciler drops each once its object is stored in the charged
 	// state, or the write has had time to fail, so that used can be
 	// recomputed from stored objects without losing a charge in flight.
+	// Kiln writes the list whole, and a uid appears in it at most once.
 	// +optional
-	// +listType=map
-	// +listMapKey=uid
+	// +listType=atomic
 	Pending []BudgetCharge `json:"pending,omitempty"`
 	// conditions: Guarded and Counted.
 	// +optional

@@ -40,6 +40,7 @@ type BudgetStatusApplyConfiguration struct {
 	// budget reconciler drops each once its object is stored in the charged
 	// state, or the write has had time to fail, so that used can be
 	// recomputed from stored objects without losing a charge in flight.
+	// Kiln writes the list whole, and a uid appears in it at most once.
 	Pending []BudgetChargeApplyConfiguration `json:"pending,omitempty"`
 	// conditions say what the Budget can and cannot see. Guarded is False
 	// when the namespace lacks the label gpu.kiln.dev/accelerators=kiln-only
