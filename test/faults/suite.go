@@ -329,14 +329,15 @@ func (e *Env) checkWatchers(ctx context.Context, watchers []*watcher, acked []ac
 }
 
 // Cleanup deletes every Instance and Claim in the tenants' namespaces and
-// waits until they and their Pods are gone and each tenant's Budget holds
-// nothing, so the next fault starts with the Budgets free.
+// waits until they and their Pods are gone and each tenant's Budget has
+// room for a card, so the next fault does not start on a full Budget.
 //
-// Objects gone are not enough: a create the load's end cut short after
-// admission charged it leaves its charge in status.pending until the
-// Budget loop takes the write to have failed (PendingTTL, 30 s). A row
-// started inside that window had every create of the tenant refused, and
-// acknowledged nothing. What was waited for is logged.
+// Objects gone are not enough: a create cut short after admission charged
+// it (the load's own end, or the fault) leaves its charge in
+// status.pending until the Budget loop takes the write to have failed
+// (PendingTTL, 30 s). test/install's tenants have one card each: a row
+// started inside that window had every create refused, and acknowledged
+// nothing. What was waited for is logged.
 func (e *Env) Cleanup(ctx context.Context, namespaces []string) error {
 	for _, ns := range namespaces {
 		if err := e.Kiln.GpuV1alpha1().Instances(ns).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{}); err != nil && !apierrors.IsNotFound(err) {
@@ -372,7 +373,7 @@ func (e *Env) Cleanup(ctx context.Context, namespaces []string) error {
 			if err != nil {
 				return false, nil
 			}
-			if h := holds(b); h != "" {
+			if h := full(b); h != "" {
 				if _, seen := held[ns]; !seen {
 					held[ns] = fmt.Sprintf("Budget %s/%s %s, %s after the delete", ns, name, h, time.Since(start).Round(100*time.Millisecond))
 				}
@@ -390,14 +391,14 @@ func (e *Env) Cleanup(ctx context.Context, namespaces []string) error {
 	return nil
 }
 
-// holds describes what a Budget still counts, "" when nothing.
-func holds(b *gpuv1.Budget) string {
-	var parts []string
-	for _, k := range slices.Sorted(maps.Keys(b.Status.Used)) {
-		if q := b.Status.Used[k]; !q.IsZero() {
-			parts = append(parts, fmt.Sprintf("used %s=%s", k, q.String()))
-		}
+// full describes what a Budget counts when it has no room for one more
+// card, "" when it has.
+func full(b *gpuv1.Budget) string {
+	hard, used := b.Spec.Hard[gpuv1.BudgetAccelerators], b.Status.Used[gpuv1.BudgetAccelerators]
+	if used.Cmp(hard) < 0 {
+		return ""
 	}
+	parts := []string{fmt.Sprintf("used %s of %s cards", used.String(), hard.String())}
 	for _, p := range b.Status.Pending {
 		parts = append(parts, fmt.Sprintf("pending %s %s (uid %s, charged at %s)", p.Kind, p.Name, p.UID, p.Time.UTC().Format(time.TimeOnly)))
 	}

@@ -50,16 +50,3 @@ func Nodes(nodes corelisters.NodeLister, t *v1alpha1.InstanceType) ([]*corev1.No
 	}
 	return out, nil
 }
-
-// PodsOn lists the Pods bound to nodes, through the PodsByNode index.
-func PodsOn(pods cache.TypedIndexer[*corev1.Pod], nodes []*corev1.Node) ([]*corev1.Pod, error) {
-	var out []*corev1.Pod
-	for _, n := range nodes {
-		on, err := pods.ByTypedIndex(PodsByNode, n.Name)
-		if err != nil {
-			return nil, fmt.Errorf("listing pods on node %s: %w", n.Name, err)
-		}
-		out = append(out, on...)
-	}
-	return out, nil
-}

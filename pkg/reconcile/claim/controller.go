@@ -112,6 +112,8 @@ type Controller struct {
 	// again before its own holder is seen, would count the same room twice.
 	placing sync.Mutex
 	assumed map[string]assumption
+	// podSums keeps what each node's Pods take, for placements.
+	podSums *podSums
 }
 
 type assumption struct {
@@ -153,6 +155,7 @@ func NewController(kube kubernetes.Interface, kiln versioned.Interface, inf queu
 		opts:      opts,
 		now:       time.Now,
 		assumed:   map[string]assumption{},
+		podSums:   newPodSums(),
 	}
 	c.queue = queue.NewFair(ControllerName, "claim", c.sync, queue.ByNamespace)
 	if err := addIndexers(claimInformer, instInformer, podInformer); err != nil {
@@ -245,15 +248,7 @@ func (c *Controller) watch(inf queue.Informers, claims cache.TypedSharedIndexInf
 	}
 	// A Pod of a Claim wakes its Claim; any Pod that leaves a node may
 	// make room for the waiting ones.
-	if err := queue.Watch(c.queue, coreinformers.ToTypedPodInformer(core.Pods()).TypedInformer(), queue.Handler(
-		func(p *corev1.Pod) { c.enqueuePodClaim(p) },
-		func(d cache.DeletedObject[*corev1.Pod]) {
-			if d.OptionalObj != nil {
-				c.enqueuePodClaim(d.OptionalObj)
-			}
-			c.enqueueWaiting()
-		},
-	)); err != nil {
+	if err := queue.Watch(c.queue, coreinformers.ToTypedPodInformer(core.Pods()).TypedInformer(), queue.Handler(c.podChanged, c.podDeleted)); err != nil {
 		return err
 	}
 	if err := queue.Watch(c.queue, coreinformers.ToTypedNodeInformer(core.Nodes()).TypedInformer(), queue.Handler(
@@ -289,6 +284,27 @@ func (c *Controller) watch(inf queue.Informers, claims cache.TypedSharedIndexInf
 		return err
 	}
 	return nil
+}
+
+// podChanged marks the Pod's node for placements to read again, and
+// queues its Claim.
+func (c *Controller) podChanged(p *corev1.Pod) {
+	c.podSums.changed(p)
+	c.enqueuePodClaim(p)
+}
+
+// podDeleted does the same for a deleted Pod. One deleted while the watch
+// was down may come as an older copy, bound nowhere yet, or without one:
+// then every node is read again.
+func (c *Controller) podDeleted(d cache.DeletedObject[*corev1.Pod]) {
+	if d.OptionalObj != nil {
+		c.podSums.changed(d.OptionalObj)
+		c.enqueuePodClaim(d.OptionalObj)
+	}
+	if d.OptionalObj == nil || d.FinalStateUnknown != nil {
+		c.podSums.changedAll()
+	}
+	c.enqueueWaiting()
 }
 
 func (c *Controller) enqueueClaimOf(inst *v1alpha1.Instance) {

@@ -49,9 +49,10 @@ type Hold struct {
 // resources ask names, counting each thing once: the requests of bound Pods
 // that belong to no Claim, and the asks of the Claims held there (a
 // Claim's holder and its Instance's Pod are counted as the Claim, never
-// besides it). Only those resources are read, so that a placement
+// besides it). pods are each node's Pods (podSums keeps them between
+// placements). Only the asked resources are read, so that a placement
 // allocates per node, not per Pod.
-func Free(t *v1alpha1.InstanceType, ask corev1.ResourceList, nodes []*corev1.Node, pods []*corev1.Pod, holds []Hold) map[string]corev1.ResourceList {
+func Free(t *v1alpha1.InstanceType, ask corev1.ResourceList, nodes []*corev1.Node, pods map[string]*NodePods, holds []Hold) map[string]corev1.ResourceList {
 	free := map[string]corev1.ResourceList{}
 	for _, n := range nodes {
 		if pool.InPool(t, n) && pool.Schedulable(t, n) {
@@ -71,18 +72,26 @@ func Free(t *v1alpha1.InstanceType, ask corev1.ResourceList, nodes []*corev1.Nod
 			subtract(f, h.Ask)
 		}
 	}
-	for _, p := range pods {
-		f, ok := free[p.Spec.NodeName]
-		if !ok || !pool.Occupies(p) {
-			continue
-		}
-		if name, ok := p.Labels[v1alpha1.LabelClaim]; ok && held[p.Namespace+"/"+name+"@"+p.Spec.NodeName] {
+	for node, f := range free {
+		np := pods[node]
+		if np == nil {
 			continue
 		}
 		for name, q := range f {
-			if r := pool.PodRequest(p, name); r != 0 {
+			if r := np.plainRequest(name); r != 0 {
 				q.SetMilli(q.MilliValue() - r)
 				f[name] = q
+			}
+		}
+		for _, p := range np.claimed {
+			if held[p.Namespace+"/"+p.Labels[v1alpha1.LabelClaim]+"@"+node] {
+				continue
+			}
+			for name, q := range f {
+				if r := pool.PodRequest(p, name); r != 0 {
+					q.SetMilli(q.MilliValue() - r)
+					f[name] = q
+				}
 			}
 		}
 	}

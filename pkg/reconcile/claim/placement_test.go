@@ -173,6 +173,21 @@ func TestAsk(t *testing.T) {
 	}
 }
 
+// podsByNode is each node's NodePods of pods, as podSums keeps them.
+func podsByNode(pods []*corev1.Pod) map[string]*NodePods {
+	on := map[string][]*corev1.Pod{}
+	for _, p := range pods {
+		if p.Spec.NodeName != "" {
+			on[p.Spec.NodeName] = append(on[p.Spec.NodeName], p)
+		}
+	}
+	out := map[string]*NodePods{}
+	for n, ps := range on {
+		out[n] = newNodePods(ps)
+	}
+	return out
+}
+
 func TestFree(t *testing.T) {
 	train := claim("train", 4)
 	other := claim("other", 2)
@@ -254,7 +269,7 @@ func TestFree(t *testing.T) {
 		want:  map[string]map[corev1.ResourceName]int64{"mig": {gpu: 3, mig: 4}},
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
-			got := Free(h100(), resources(gpu, 1, mig, 1), tc.nodes, tc.pods, tc.holds)
+			got := Free(h100(), resources(gpu, 1, mig, 1), tc.nodes, podsByNode(tc.pods), tc.holds)
 			if diff := cmp.Diff(tc.want, values(got)); diff != "" {
 				t.Errorf("free (-want +got):\n%s", diff)
 			}
@@ -407,7 +422,7 @@ func TestPlace(t *testing.T) {
 				what = "claim c"
 			}
 			ask := sum(asks...)
-			got := Place(h100(), ask, Free(h100(), ask, tc.nodes, tc.pods, tc.holds), tc.pin, what)
+			got := Place(h100(), ask, Free(h100(), ask, tc.nodes, podsByNode(tc.pods), tc.holds), tc.pin, what)
 			if diff := cmp.Diff(tc.want, got); diff != "" {
 				t.Errorf("placement (-want +got):\n%s", diff)
 			}

@@ -473,7 +473,9 @@ func (c *Controller) choose(s *step) (t *v1alpha1.InstanceType, node string, gro
 	if err != nil {
 		return nil, "", nil, nil, err
 	}
-	pods, err := pool.PodsOn(c.podIdx, nodes)
+	pods, err := c.podSums.pool(nodes, func(node string) ([]*corev1.Pod, error) {
+		return c.podIdx.ByTypedIndex(pool.PodsByNode, node)
+	})
 	if err != nil {
 		return nil, "", nil, nil, err
 	}
