@@ -392,10 +392,11 @@ func (e *Env) Cleanup(ctx context.Context, namespaces []string) error {
 }
 
 // full describes what a Budget counts when it has no room for one more
-// card, "" when it has.
+// card, "" when it has, or limits no cards at all.
 func full(b *gpuv1.Budget) string {
-	hard, used := b.Spec.Hard[gpuv1.BudgetAccelerators], b.Status.Used[gpuv1.BudgetAccelerators]
-	if used.Cmp(hard) < 0 {
+	hard, limited := b.Spec.Hard[gpuv1.BudgetAccelerators]
+	used := b.Status.Used[gpuv1.BudgetAccelerators]
+	if !limited || used.Cmp(hard) < 0 {
 		return ""
 	}
 	parts := []string{fmt.Sprintf("used %s of %s cards", used.String(), hard.String())}
