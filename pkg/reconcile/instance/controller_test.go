@@ -432,11 +432,18 @@ func TestSyncNewStoppedInstance(t *testing.T) {
 	if f.pod() != nil {
 		t.Error("a Pod was made for a stopped Instance")
 	}
+	// Deleted now, it would go at once and leave its Service behind.
+	if f.service() != nil {
+		t.Error("a Service was made before the finalizer that waits for it")
+	}
 	// The next look, from caches that have caught up.
-	f = newFixture(t, Options{}, got, h100(), f.service())
+	f = newFixture(t, Options{}, got, h100())
 	f.sync()
 	if got := f.instance(); !slices.Contains(got.Finalizers, Finalizer) || got.Status.Phase != v1alpha1.InstanceStopped {
 		t.Errorf("after the next sync: finalizers %v, phase %s; want the finalizer, still Stopped", got.Finalizers, got.Status.Phase)
+	}
+	if svc := f.service(); svc == nil || !ownedBy(svc, got) {
+		t.Errorf("after the next sync: Service %v, want one owned by the Instance", svc)
 	}
 }
 
@@ -904,7 +911,10 @@ func TestSyncDeletion(t *testing.T) {
 		pod       func(*testing.T, *v1alpha1.Instance) *corev1.Pod
 		svc       bool
 		// unseenPod is in the API server but not yet in the cache.
-		unseenPod     func(*testing.T, *v1alpha1.Instance) *corev1.Pod
+		unseenPod func(*testing.T, *v1alpha1.Instance) *corev1.Pod
+		// unseenSvc is a Service in the API server only: made by the
+		// last sync before the deletion, its event not yet arrived.
+		unseenSvc     bool
 		wantPodDelete bool
 		wantSvcDelete bool
 		wantFinalizer bool
@@ -913,6 +923,7 @@ func TestSyncDeletion(t *testing.T) {
 		{name: "a terminating Pod is not deleted again", finalizer: true, pod: terminating, svc: true, wantSvcDelete: true, wantFinalizer: true},
 		{name: "a Pod only the API server has seen keeps the Instance", finalizer: true, unseenPod: readyPod, wantFinalizer: true},
 		{name: "with the Pod gone the Service goes, and the Instance with it", finalizer: true, svc: true, wantSvcDelete: true},
+		{name: "a Service only the API server has seen goes before the Instance", finalizer: true, unseenSvc: true, wantSvcDelete: true, wantFinalizer: true},
 		{name: "then the Instance may go", finalizer: true},
 		{name: "without the finalizer nothing is ours to do", pod: readyPod, svc: true},
 	} {
@@ -932,6 +943,11 @@ func TestSyncDeletion(t *testing.T) {
 			f := newFixture(t, Options{}, objs...)
 			if tc.unseenPod != nil {
 				if err := f.kube.Tracker().Add(tc.unseenPod(t, inst)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if tc.unseenSvc {
+				if err := f.kube.Tracker().Add(ownedService(inst, nodePort("jupyter", 8888, 30001))); err != nil {
 					t.Fatal(err)
 				}
 			}

@@ -104,7 +104,11 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) (time.Durat
 		}
 	}
 
-	if o.problem == nil || o.problem.reason != ReasonNameConflict {
+	// A Service is made only under the finalizer, whose removal waits for
+	// it to be gone: an Instance created stopped and deleted before its
+	// finalizer came would leave it to the garbage collector, which is
+	// best effort, and the name's next Instance in NameConflict.
+	if (o.problem == nil || o.problem.reason != ReasonNameConflict) && slices.Contains(inst.Finalizers, Finalizer) {
 		if o.svc, err = c.syncService(ctx, inst, svc); err != nil {
 			return 0, err
 		}
@@ -533,6 +537,19 @@ func (c *Controller) finalize(ctx context.Context, inst *v1alpha1.Instance, pod 
 		// Its add event, and then its deletion, wake us.
 		return 0, err
 	}
+	// So is its word that no Service is left: one made a moment before
+	// the deletion may not have reached the informer, and once the
+	// Instance is gone only the garbage collector would remove it.
+	if svc == nil {
+		live, err := c.liveService(ctx, inst)
+		if err != nil || live != nil {
+			if err == nil {
+				err = c.deleteService(ctx, live)
+			}
+			// Its deletion wakes us.
+			return 0, err
+		}
+	}
 	// A run still open closes before the finalizer goes: once it has,
 	// kiln-apiserver folds the ledger into the namespace's Budgets.
 	if o := (observed{inst: inst, svc: svc}); inst.Status.Usage != nil && inst.Status.Usage.Current != nil {
@@ -562,6 +579,20 @@ func (c *Controller) finalize(ctx context.Context, inst *v1alpha1.Instance, pod 
 // Instance's.
 func (c *Controller) livePod(ctx context.Context, inst *v1alpha1.Instance) (*corev1.Pod, error) {
 	live, err := c.kube.CoreV1().Pods(inst.Namespace).Get(ctx, inst.Name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil, nil
+	case err != nil:
+		return nil, err
+	case !ownedBy(live, inst):
+		return nil, nil
+	}
+	return live, nil
+}
+
+// liveService is livePod for the Service.
+func (c *Controller) liveService(ctx context.Context, inst *v1alpha1.Instance) (*corev1.Service, error) {
+	live, err := c.kube.CoreV1().Services(inst.Namespace).Get(ctx, inst.Name, metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err):
 		return nil, nil
