@@ -65,7 +65,11 @@ func (c CompletedConfig) New() (*Server, error) {
 		if !ok {
 			return nil, fmt.Errorf("the budgets storage cannot list")
 		}
-		c.kiln.useBudgetStorage(lister)
+		status, ok := storage["budgets/status"].(rest.Updater)
+		if !ok {
+			return nil, fmt.Errorf("the budgets/status storage cannot update")
+		}
+		c.kiln.useBudgetStorage(lister, status)
 	}
 	// ParameterCodec, not meta/v1's: instances/log decodes its query into
 	// InstanceLogOptions of this group.

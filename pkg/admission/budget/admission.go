@@ -64,6 +64,7 @@ type Plugin struct {
 	claims    listers.ClaimLister
 	recount   kilninit.BudgetRecount
 	budgets   kilninit.BudgetLister
+	status    kilninit.BudgetStatusWriter
 	now       func() time.Time
 }
 
@@ -73,6 +74,7 @@ var (
 	_ kilninit.WantsKilnClient          = &Plugin{}
 	_ kilninit.WantsBudgetRecount       = &Plugin{}
 	_ kilninit.WantsBudgetLister        = &Plugin{}
+	_ kilninit.WantsBudgetStatusWriter  = &Plugin{}
 )
 
 // New returns the plugin.
@@ -90,7 +92,8 @@ func (p *Plugin) SetKilnInformerFactory(f informers.SharedInformerFactory) {
 	p.SetReadyFunc(t.Informer().HasSynced)
 }
 
-// SetKilnClient takes the client that writes Budget status.
+// SetKilnClient takes the client that reads Budgets, Instances and Claims
+// past the informers' lag.
 func (p *Plugin) SetKilnClient(c versioned.Interface) { p.client = c }
 
 // SetBudgetRecount takes the recount of a namespace's Budgets, run before
@@ -100,10 +103,13 @@ func (p *Plugin) SetBudgetRecount(r kilninit.BudgetRecount) { p.recount = r }
 // SetBudgetLister takes the consistent read of a namespace's Budgets.
 func (p *Plugin) SetBudgetLister(l kilninit.BudgetLister) { p.budgets = l }
 
+// SetBudgetStatusWriter takes what writes a charge into a Budget's status.
+func (p *Plugin) SetBudgetStatusWriter(w kilninit.BudgetStatusWriter) { p.status = w }
+
 // ValidateInitialization checks the plugin got what it needs.
 func (p *Plugin) ValidateInitialization() error {
-	if p.types == nil || p.instances == nil || p.claims == nil || p.client == nil || p.recount == nil || p.budgets == nil {
-		return fmt.Errorf("%s needs the InstanceType, Instance and Claim listers, a Kiln client, the Budget recount and the Budget lister", PluginName)
+	if p.types == nil || p.instances == nil || p.claims == nil || p.client == nil || p.recount == nil || p.budgets == nil || p.status == nil {
+		return fmt.Errorf("%s needs the InstanceType, Instance and Claim listers, a Kiln client, the Budget recount, the Budget lister and the Budget status writer", PluginName)
 	}
 	return nil
 }
@@ -423,21 +429,8 @@ func (p *Plugin) reread(ctx context.Context, b *gpu.Budget) (*gpu.Budget, error)
 }
 
 // updateStatus writes a Budget's status, and returns the Budget as stored.
-// The plugin computes on internal Budgets; the client speaks v1alpha1.
 func (p *Plugin) updateStatus(ctx context.Context, b *gpu.Budget) (*gpu.Budget, error) {
-	var in v1alpha1.Budget
-	if err := v1alpha1.Convert_gpu_Budget_To_v1alpha1_Budget(b, &in, nil); err != nil {
-		return nil, err
-	}
-	stored, err := p.client.GpuV1alpha1().Budgets(b.Namespace).UpdateStatus(ctx, &in, metav1.UpdateOptions{FieldManager: FieldManager})
-	if err != nil {
-		return nil, err
-	}
-	var out gpu.Budget
-	if err := v1alpha1.Convert_v1alpha1_Budget_To_gpu_Budget(stored, &out, nil); err != nil {
-		return nil, err
-	}
-	return &out, nil
+	return p.status(ctx, b)
 }
 
 // exceeds describes the first limit the delta would break, or "".

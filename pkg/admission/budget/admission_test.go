@@ -154,6 +154,7 @@ func newPlugin(t *testing.T, objects ...runtime.Object) (*Plugin, *fake.Clientse
 	p := New()
 	p.SetKilnClient(client)
 	p.SetBudgetLister(kilninit.ClientBudgetLister(client))
+	p.SetBudgetStatusWriter(kilninit.ClientBudgetStatusWriter(client, FieldManager))
 	p.SetKilnInformerFactory(factory)
 	// The informer never runs; its indexer is already what it would hold.
 	p.SetReadyFunc(func() bool { return true })

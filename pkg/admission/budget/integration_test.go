@@ -22,6 +22,7 @@ import (
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 
+	budgetplugin "kiln.dev/kiln/pkg/admission/budget"
 	gpuv1 "kiln.dev/kiln/pkg/apis/gpu/v1alpha1"
 	"kiln.dev/kiln/pkg/apiserver/testserver"
 	"kiln.dev/kiln/pkg/generated/clientset/versioned"
@@ -412,6 +413,29 @@ func TestDryRunIsNeverCharged(t *testing.T) {
 	}
 	if l, _ := instances.List(c, metav1.ListOptions{}); len(l.Items) != 0 {
 		t.Errorf("a dry run stored %d Instances", len(l.Items))
+	}
+}
+
+// TestChargeWrittenInProcess: a charge goes to the registry's
+// budgets/status storage in-process, not back through the server's own
+// handler chain and field manager (which walked status.pending whole on
+// every charge), so it leaves managedFields as they were.
+func TestChargeWrittenInProcess(t *testing.T) {
+	t.Parallel()
+	const ns = "in-process"
+	c := ctx(t)
+	createBudget(t, ns, "team", gpuv1.BudgetResourceList{gpuv1.BudgetAccelerators: resource.MustParse("4")})
+	if _, err := client.GpuV1alpha1().Instances(ns).Create(c, instance(ns, "one", "h100", 1), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	b := budget(t, ns, "team")
+	if q := b.Status.Used[gpuv1.BudgetAccelerators]; q.String() != "1" {
+		t.Errorf("used accelerators = %s right after the create, want 1", q.String())
+	}
+	for _, m := range b.ManagedFields {
+		if m.Manager == budgetplugin.FieldManager {
+			t.Errorf("the charge went through the field manager: managedFields has %s (%s %s)", m.Manager, m.Operation, m.Subresource)
+		}
 	}
 }
 

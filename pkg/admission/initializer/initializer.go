@@ -70,17 +70,47 @@ type WantsBudgetLister interface {
 	admission.InitializationValidator
 }
 
+// BudgetStatusWriter writes a Budget's status, with the Budget's
+// resourceVersion as its precondition, and returns the Budget as stored.
+type BudgetStatusWriter func(ctx context.Context, b *gpu.Budget) (*gpu.Budget, error)
+
+// ClientBudgetStatusWriter writes through client, as fieldManager.
+func ClientBudgetStatusWriter(client versioned.Interface, fieldManager string) BudgetStatusWriter {
+	return func(ctx context.Context, b *gpu.Budget) (*gpu.Budget, error) {
+		var in v1alpha1.Budget
+		if err := v1alpha1.Convert_gpu_Budget_To_v1alpha1_Budget(b, &in, nil); err != nil {
+			return nil, err
+		}
+		stored, err := client.GpuV1alpha1().Budgets(b.Namespace).UpdateStatus(ctx, &in, metav1.UpdateOptions{FieldManager: fieldManager})
+		if err != nil {
+			return nil, err
+		}
+		var out gpu.Budget
+		if err := v1alpha1.Convert_v1alpha1_Budget_To_gpu_Budget(stored, &out, nil); err != nil {
+			return nil, err
+		}
+		return &out, nil
+	}
+}
+
+// WantsBudgetStatusWriter is implemented by plugins that charge Budgets.
+type WantsBudgetStatusWriter interface {
+	SetBudgetStatusWriter(BudgetStatusWriter)
+	admission.InitializationValidator
+}
+
 type pluginInitializer struct {
 	client    versioned.Interface
 	informers informers.SharedInformerFactory
 	recount   BudgetRecount
 	budgets   BudgetLister
+	status    BudgetStatusWriter
 }
 
 // New returns an initializer for Kiln's plugins. The server starts the
 // factory once every plugin has asked for its informers.
-func New(client versioned.Interface, factory informers.SharedInformerFactory, recount BudgetRecount, budgets BudgetLister) admission.PluginInitializer {
-	return pluginInitializer{client: client, informers: factory, recount: recount, budgets: budgets}
+func New(client versioned.Interface, factory informers.SharedInformerFactory, recount BudgetRecount, budgets BudgetLister, status BudgetStatusWriter) admission.PluginInitializer {
+	return pluginInitializer{client: client, informers: factory, recount: recount, budgets: budgets, status: status}
 }
 
 // Initialize hands a plugin what it wants.
@@ -96,5 +126,8 @@ func (i pluginInitializer) Initialize(plugin admission.Interface) {
 	}
 	if wants, ok := plugin.(WantsBudgetLister); ok {
 		wants.SetBudgetLister(i.budgets)
+	}
+	if wants, ok := plugin.(WantsBudgetStatusWriter); ok {
+		wants.SetBudgetStatusWriter(i.status)
 	}
 }
