@@ -578,21 +578,21 @@ func (c *Controller) finalize(ctx context.Context, inst *v1alpha1.Instance, pod 
 // reached the informer yet. Nil when there is none, or it is not the
 // Instance's.
 func (c *Controller) livePod(ctx context.Context, inst *v1alpha1.Instance) (*corev1.Pod, error) {
-	live, err := c.kube.CoreV1().Pods(inst.Namespace).Get(ctx, inst.Name, metav1.GetOptions{})
-	switch {
-	case apierrors.IsNotFound(err):
-		return nil, nil
-	case err != nil:
-		return nil, err
-	case !ownedBy(live, inst):
-		return nil, nil
-	}
-	return live, nil
+	return liveOwned(ctx, inst, c.kube.CoreV1().Pods(inst.Namespace).Get)
 }
 
 // liveService is livePod for the Service.
 func (c *Controller) liveService(ctx context.Context, inst *v1alpha1.Instance) (*corev1.Service, error) {
-	live, err := c.kube.CoreV1().Services(inst.Namespace).Get(ctx, inst.Name, metav1.GetOptions{})
+	return liveOwned(ctx, inst, c.kube.CoreV1().Services(inst.Namespace).Get)
+}
+
+// liveOwned gets the object named after inst with get; nil when there is
+// none, or it is not the Instance's.
+func liveOwned[O interface {
+	*corev1.Pod | *corev1.Service
+	metav1.Object
+}](ctx context.Context, inst *v1alpha1.Instance, get func(context.Context, string, metav1.GetOptions) (O, error)) (O, error) {
+	live, err := get(ctx, inst.Name, metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err):
 		return nil, nil
