@@ -951,7 +951,10 @@ func TestSyncDeletion(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			f.sync()
+			after := f.sync()
+			if tc.unseenSvc && after == 0 {
+				t.Error("no look again after deleting a Service the informer never saw; its events may never come")
+			}
 
 			if !tc.finalizer {
 				if w := f.writes(); len(w) != 0 {

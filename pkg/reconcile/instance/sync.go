@@ -546,8 +546,10 @@ func (c *Controller) finalize(ctx context.Context, inst *v1alpha1.Instance, pod 
 			if err == nil {
 				err = c.deleteService(ctx, live)
 			}
-			// Its deletion wakes us.
-			return 0, err
+			// Looked at again on a timer, not on its events: a watch
+			// that breaks now relists without the Service, and the
+			// informer, which never saw it, would tell us nothing.
+			return serviceGonePoll, err
 		}
 	}
 	// A run still open closes before the finalizer goes: once it has,
@@ -713,6 +715,10 @@ func podHash(pod *corev1.Pod) (string, error) {
 // handOverPoll is how often an Instance that lets go of its Claim looks
 // for the Claim's holder to have the cards reserved again.
 const handOverPoll = 500 * time.Millisecond
+
+// serviceGonePoll is how soon a deleted Instance whose Service only a live
+// read found is looked at again.
+const serviceGonePoll = time.Second
 
 // claimNode is the node of the Claim a running Instance runs on, once the
 // Claim is attached to it; until then o.claimWait says why it waits.
