@@ -144,9 +144,12 @@ node-packages:
 	hack/install-node-packages.sh
 
 # Static, as etcd's own releases are, so that its image needs no libc.
+# Without the checkout's revision stamped in (-buildvcs=false): a binary
+# kept from an earlier commit then equals a fresh clone's, and so do the
+# image digests. kiln-holder's pause binary likewise.
 $(BIN)/etcd: test/go.mod test/go.sum test/cmd/etcd/main.go
 	@mkdir -p $(BIN)
-	cd test && CGO_ENABLED=0 go build -o $(abspath $@) ./cmd/etcd
+	cd test && CGO_ENABLED=0 go build -buildvcs=false -o $(abspath $@) ./cmd/etcd
 
 $(BIN)/kwok: test/go.mod test/go.sum
 	@mkdir -p $(BIN)
@@ -167,7 +170,7 @@ ETCD_VERSION := $(shell awk '$$1 == "go.etcd.io/etcd/server/v3" { print $$2 }' t
 
 $(BIN)/pause: $(wildcard test/cmd/pause/*.go) test/go.mod test/go.sum
 	@mkdir -p $(BIN)
-	cd test && CGO_ENABLED=0 go build -o $(abspath $@) ./cmd/pause
+	cd test && CGO_ENABLED=0 go build -buildvcs=false -o $(abspath $@) ./cmd/pause
 
 images: $(addprefix $(BIN)/,kiln-apiserver kiln-controller kiln-node-agent pause etcd) $(VERSION_STAMP)
 	cd test && go run ./cmd/kiln-release-images -out $(abspath $(IMAGES_DIR)) -bin $(abspath $(BIN)) \
