@@ -60,12 +60,12 @@ type Plugin struct {
 	types  listers.InstanceTypeLister
 	client versioned.Interface
 	// instances and claims say which names look taken (see taken).
-	instances listers.InstanceLister
-	claims    listers.ClaimLister
-	recount   kilninit.BudgetRecount
-	budgets   kilninit.BudgetLister
-	status    kilninit.BudgetStatusWriter
-	now       func() time.Time
+	instances   listers.InstanceLister
+	claims      listers.ClaimLister
+	recount     kilninit.BudgetRecount
+	budgets     kilninit.BudgetLister
+	writeStatus kilninit.BudgetStatusWriter
+	now         func() time.Time
 }
 
 var (
@@ -104,11 +104,11 @@ func (p *Plugin) SetBudgetRecount(r kilninit.BudgetRecount) { p.recount = r }
 func (p *Plugin) SetBudgetLister(l kilninit.BudgetLister) { p.budgets = l }
 
 // SetBudgetStatusWriter takes what writes a charge into a Budget's status.
-func (p *Plugin) SetBudgetStatusWriter(w kilninit.BudgetStatusWriter) { p.status = w }
+func (p *Plugin) SetBudgetStatusWriter(w kilninit.BudgetStatusWriter) { p.writeStatus = w }
 
 // ValidateInitialization checks the plugin got what it needs.
 func (p *Plugin) ValidateInitialization() error {
-	if p.types == nil || p.instances == nil || p.claims == nil || p.client == nil || p.recount == nil || p.budgets == nil || p.status == nil {
+	if p.types == nil || p.instances == nil || p.claims == nil || p.client == nil || p.recount == nil || p.budgets == nil || p.writeStatus == nil {
 		return fmt.Errorf("%s needs the InstanceType, Instance and Claim listers, a Kiln client, the Budget recount, the Budget lister and the Budget status writer", PluginName)
 	}
 	return nil
@@ -380,7 +380,7 @@ func (p *Plugin) charge(ctx context.Context, a admission.Attributes, b *gpu.Budg
 		}
 		var replaced *gpu.BudgetCharge
 		updated.Status.Pending, replaced = withPending(updated.Status.Pending, entry)
-		stored, err := p.updateStatus(ctx, updated)
+		stored, err := p.writeStatus(ctx, updated)
 		switch {
 		case err == nil:
 			c := &charged{budget: stored, entry: entry, replaced: replaced}
@@ -426,11 +426,6 @@ func (p *Plugin) reread(ctx context.Context, b *gpu.Budget) (*gpu.Budget, error)
 		}
 	}
 	return nil, apierrors.NewInternalError(fmt.Errorf("reading budget %q: %w", b.Name, err))
-}
-
-// updateStatus writes a Budget's status, and returns the Budget as stored.
-func (p *Plugin) updateStatus(ctx context.Context, b *gpu.Budget) (*gpu.Budget, error) {
-	return p.status(ctx, b)
 }
 
 // exceeds describes the first limit the delta would break, or "".
@@ -591,7 +586,7 @@ func (p *Plugin) refund(ctx context.Context, c *charged, req *request) {
 				updated.Status.Pending = append(updated.Status.Pending, *c.replaced)
 			}
 		}
-		if _, err := p.updateStatus(ctx, updated); !apierrors.IsConflict(err) {
+		if _, err := p.writeStatus(ctx, updated); !apierrors.IsConflict(err) {
 			if err != nil {
 				klog.FromContext(ctx).Error(err, "Refunding budget; the reconciler will repair it", "budget", klog.KObj(b))
 			}
