@@ -112,8 +112,8 @@ type Controller struct {
 	// again before its own holder is seen, would count the same room twice.
 	placing sync.Mutex
 	assumed map[string]assumption
-	// podSums keeps what each node's Pods take, for placements.
-	podSums *podSums
+	// uses keeps what each node's Pods and Claims take, for placements.
+	uses *nodeUses
 }
 
 type assumption struct {
@@ -155,7 +155,7 @@ func NewController(kube kubernetes.Interface, kiln versioned.Interface, inf queu
 		opts:      opts,
 		now:       time.Now,
 		assumed:   map[string]assumption{},
-		podSums:   newPodSums(),
+		uses:      newNodeUses(),
 	}
 	c.queue = queue.NewFair(ControllerName, "claim", c.sync, queue.ByNamespace)
 	if err := addIndexers(claimInformer, instInformer, podInformer); err != nil {
@@ -227,13 +227,7 @@ func addIndexers(claims cache.TypedSharedIndexInformer[*v1alpha1.Claim], instanc
 // concerns.
 func (c *Controller) watch(inf queue.Informers, claims cache.TypedSharedIndexInformer[*v1alpha1.Claim], instances cache.TypedSharedIndexInformer[*v1alpha1.Instance]) error {
 	gpu, core := inf.Kiln.Gpu().V1alpha1(), inf.Kube.Core().V1()
-	if err := queue.Watch(c.queue, claims, queue.Handler(
-		func(cl *v1alpha1.Claim) {
-			c.queue.Add(cache.MetaObjectToName(cl))
-			c.enqueueSet(cl)
-		},
-		func(d kilninformers.DeletedClaim) { c.queue.Add(d.GetObjectName()); c.enqueueWaiting() },
-	)); err != nil {
+	if err := queue.Watch(c.queue, claims, queue.Handler(c.claimChanged, c.claimDeleted)); err != nil {
 		return err
 	}
 	if err := queue.Watch(c.queue, instances, queue.Handler(
@@ -270,6 +264,9 @@ func (c *Controller) watch(inf queue.Informers, claims cache.TypedSharedIndexInf
 	)); err != nil {
 		return err
 	}
+	if err := queue.Watch(c.queue, kilninformers.ToTypedInstanceTypeInformer(gpu.InstanceTypes()).TypedInformer(), c.typeSpecHandler()); err != nil {
+		return err
+	}
 	// A Budget that spends a key with onExhausted Stop releases the
 	// namespace's placed Claims.
 	if err := queue.Watch(c.queue, kilninformers.ToTypedBudgetInformer(gpu.Budgets()).TypedInformer(), queue.Handler(
@@ -286,10 +283,45 @@ func (c *Controller) watch(inf queue.Informers, claims cache.TypedSharedIndexInf
 	return nil
 }
 
-// podChanged marks the Pod's node for placements to read again, and
-// queues its Claim.
+// claimChanged marks the nodes whose use the Claim is part of for
+// placements to read again, and queues it and the rest of its set.
+func (c *Controller) claimChanged(cl *v1alpha1.Claim) {
+	c.claimMoved(cl)
+	c.queue.Add(cache.MetaObjectToName(cl))
+	c.enqueueSet(cl)
+}
+
+// claimDeleted does the same for a deleted Claim, whose room may let a
+// waiting one in.
+func (c *Controller) claimDeleted(d kilninformers.DeletedClaim) {
+	if d.OptionalObj != nil {
+		c.claimMoved(d.OptionalObj)
+	} else {
+		c.uses.changedAll()
+	}
+	c.queue.Add(d.GetObjectName())
+	c.enqueueWaiting()
+}
+
+// typeSpecHandler marks every node when an InstanceType's spec changes:
+// it sets the asks of its Claims wherever they hold. Its status changes
+// with every Pod bound in its pool, and changes no ask.
+func (c *Controller) typeSpecHandler() cache.TypedResourceEventHandlerFuncs[*v1alpha1.InstanceType] {
+	return cache.TypedResourceEventHandlerFuncs[*v1alpha1.InstanceType]{
+		AddFunc: func(*v1alpha1.InstanceType) { c.uses.changedAll() },
+		UpdateFunc: func(old, t *v1alpha1.InstanceType) {
+			if old.Generation != t.Generation || old.UID != t.UID {
+				c.uses.changedAll()
+			}
+		},
+		DeleteFunc: func(kilninformers.DeletedInstanceType) { c.uses.changedAll() },
+	}
+}
+
+// podChanged marks the nodes whose use the Pod is part of for placements
+// to read again, and queues its Claim.
 func (c *Controller) podChanged(p *corev1.Pod) {
-	c.podSums.changed(p)
+	c.podMoved(p)
 	c.enqueuePodClaim(p)
 }
 
@@ -298,13 +330,45 @@ func (c *Controller) podChanged(p *corev1.Pod) {
 // then every node is read again.
 func (c *Controller) podDeleted(d cache.DeletedObject[*corev1.Pod]) {
 	if d.OptionalObj != nil {
-		c.podSums.changed(d.OptionalObj)
+		c.podMoved(d.OptionalObj)
 		c.enqueuePodClaim(d.OptionalObj)
 	}
 	if d.OptionalObj == nil || d.FinalStateUnknown != nil {
-		c.podSums.changedAll()
+		c.uses.changedAll()
 	}
 	c.enqueueWaiting()
+}
+
+// podMoved marks the node a Pod is bound to, and for a Pod of a Claim
+// also the node it is pinned to and the one its Claim's status names: a
+// holder decides where its Claim holds (placedNode).
+func (c *Controller) podMoved(p *corev1.Pod) {
+	name, ok := p.Labels[v1alpha1.LabelClaim]
+	if !ok {
+		c.uses.changed(p.Spec.NodeName)
+		return
+	}
+	nodes := []string{p.Spec.NodeName, handover.PinnedNode(p)}
+	if cl, err := c.claims.Claims(p.Namespace).Get(name); err == nil {
+		nodes = append(nodes, cl.Status.NodeName)
+	}
+	c.uses.changed(nodes...)
+}
+
+// claimMoved marks the nodes a Claim can hold on or have Pods on: the
+// node its status names, and those of its Pods.
+func (c *Controller) claimMoved(cl *v1alpha1.Claim) {
+	nodes := []string{cl.Status.NodeName}
+	pods, err := c.podIdx.ByTypedIndex(podsByClaim, cl.Namespace+"/"+cl.Name)
+	if err != nil {
+		utilruntime.HandleError(err)
+		c.uses.changedAll()
+		return
+	}
+	for _, p := range pods {
+		nodes = append(nodes, p.Spec.NodeName, handover.PinnedNode(p))
+	}
+	c.uses.changed(nodes...)
 }
 
 func (c *Controller) enqueueClaimOf(inst *v1alpha1.Instance) {
@@ -440,72 +504,89 @@ func (c *Controller) forget(cl *v1alpha1.Claim) {
 	delete(c.assumed, cl.Namespace+"/"+cl.Name)
 }
 
-// holds are the Claims that occupy the nodes named, except those in
-// skip: those the informer shows placed there, and those placed moments
-// ago. Only the Claims that can be there are read: by status.nodeName, by
-// a Pod of theirs pinned there, and the assumed ones, so a placement costs
-// what its pool holds, not the cluster. The caller holds c.placing.
-func (c *Controller) holds(nodes []*corev1.Node, skip map[string]bool) ([]Hold, error) {
+// readNodeUse reads what node's Pods and Claims take of it from the
+// informers. The Claims that can hold there are those placed there by
+// status.nodeName and those with a Pod pinned there; each counts where
+// its holder, else its status, places it.
+func (c *Controller) readNodeUse(node string) (*NodeUse, error) {
+	pods, err := c.podIdx.ByTypedIndex(pool.PodsByNode, node)
+	if err != nil {
+		return nil, err
+	}
 	candidates := map[string]*v1alpha1.Claim{}
-	for _, n := range nodes {
-		placed, err := c.claimIdx.ByTypedIndex(byNode, n.Name)
-		if err != nil {
-			return nil, err
-		}
-		for _, cl := range placed {
+	placed, err := c.claimIdx.ByTypedIndex(byNode, node)
+	if err != nil {
+		return nil, err
+	}
+	for _, cl := range placed {
+		candidates[cl.Namespace+"/"+cl.Name] = cl
+	}
+	pinned, err := c.podIdx.ByTypedIndex(podsByPin, node)
+	if err != nil {
+		return nil, err
+	}
+	for _, p := range pinned {
+		if cl, err := c.claims.Claims(p.Namespace).Get(p.Labels[v1alpha1.LabelClaim]); err == nil {
 			candidates[cl.Namespace+"/"+cl.Name] = cl
 		}
-		pinned, err := c.podIdx.ByTypedIndex(podsByPin, n.Name)
-		if err != nil {
-			return nil, err
-		}
-		for _, p := range pinned {
-			if cl, err := c.claims.Claims(p.Namespace).Get(p.Labels[v1alpha1.LabelClaim]); err == nil {
-				candidates[cl.Namespace+"/"+cl.Name] = cl
-			}
-		}
 	}
-	for key, a := range c.assumed {
-		cl, err := c.claims.Claims(a.hold.Claim.Namespace).Get(a.hold.Claim.Name)
-		switch {
-		case err == nil:
-			candidates[key] = cl
-		case apierrors.IsNotFound(err):
-			delete(c.assumed, key)
-		default:
-			return nil, err
-		}
-	}
-	var out []Hold
+	holds := map[string]corev1.ResourceList{}
 	for key, cl := range candidates {
-		if skip[key] || cl.Status.Phase == v1alpha1.ClaimLost {
+		if cl.Status.Phase == v1alpha1.ClaimLost {
 			continue
 		}
 		holder, _, err := c.holderOf(cl)
 		if err != nil {
 			return nil, err
 		}
-		node := placedNode(cl, holder)
-		a, isAssumed := c.assumed[key]
-		switch {
-		case node != "":
-			delete(c.assumed, key)
-		case isAssumed && a.hold.Claim.UID == cl.UID && c.now().Sub(a.at) < assumeTTL:
-			out = append(out, a.hold)
-			continue
-		default:
-			delete(c.assumed, key)
+		if placedNode(cl, holder) != node {
 			continue
 		}
 		t, err := c.types.Get(cl.Spec.Type)
 		if err != nil {
 			continue
 		}
-		ask, err := Ask(cl, t)
-		if err != nil {
+		if ask, err := Ask(cl, t); err == nil {
+			holds[key] = ask
+		}
+	}
+	return newNodeUse(pods, holds), nil
+}
+
+// assumedHolds are the placements of moments ago that uses do not show
+// yet, except those of skip; it forgets the ones uses show, and those
+// gone, expired or placed elsewhere since. The caller holds c.placing.
+func (c *Controller) assumedHolds(uses map[string]*NodeUse, skip map[string]bool) ([]Hold, error) {
+	var out []Hold
+	for key, a := range c.assumed {
+		cl, err := c.claims.Claims(a.hold.Claim.Namespace).Get(a.hold.Claim.Name)
+		switch {
+		case apierrors.IsNotFound(err):
+			delete(c.assumed, key)
+			continue
+		case err != nil:
+			return nil, err
+		}
+		if cl.UID != a.hold.Claim.UID || c.now().Sub(a.at) >= assumeTTL {
+			delete(c.assumed, key)
 			continue
 		}
-		out = append(out, Hold{Claim: cl, Node: node, Ask: ask})
+		if skip[key] {
+			continue
+		}
+		if u := uses[a.hold.Node]; u != nil && u.holds(key) {
+			delete(c.assumed, key)
+			continue
+		}
+		holder, _, err := c.holderOf(cl)
+		if err != nil {
+			return nil, err
+		}
+		if node := placedNode(cl, holder); node != "" && node != a.hold.Node {
+			delete(c.assumed, key)
+			continue
+		}
+		out = append(out, a.hold)
 	}
 	return out, nil
 }

@@ -49,64 +49,67 @@ type Hold struct {
 // resources ask names, counting each thing once: the requests of bound Pods
 // that belong to no Claim, and the asks of the Claims held there (a
 // Claim's holder and its Instance's Pod are counted as the Claim, never
-// besides it). pods are each node's Pods (podSums keeps them between
-// placements). Only the asked resources are read, so that a placement
-// allocates per node, not per Pod.
-func Free(t *v1alpha1.InstanceType, ask corev1.ResourceList, nodes []*corev1.Node, pods map[string]*NodePods, holds []Hold) map[string]corev1.ResourceList {
-	free := map[string]corev1.ResourceList{}
-	for _, n := range nodes {
-		if pool.InPool(t, n) && pool.Schedulable(t, n) {
-			f := make(corev1.ResourceList, len(ask))
-			for name := range ask {
-				if q, ok := n.Status.Allocatable[name]; ok {
-					f[name] = q.DeepCopy()
-				}
-			}
-			free[n.Name] = f
-		}
-	}
-	held := map[string]bool{}
-	for _, h := range holds {
-		held[h.Claim.Namespace+"/"+h.Claim.Name+"@"+h.Node] = true
-		if f, ok := free[h.Node]; ok {
-			subtract(f, h.Ask)
-		}
-	}
-	for node, f := range free {
-		np := pods[node]
-		if np == nil {
+// besides it). uses are what each node's Pods and Claims take, as the
+// informers show them (nodeUses keeps them between placements); assumed
+// are the Claims placed moments ago that uses may not show yet, and the
+// Claims in skip (those being placed) count only as their Pods. Only the
+// asked resources are read, so that a placement allocates per node, not
+// per Pod.
+func Free(t *v1alpha1.InstanceType, ask corev1.ResourceList, nodes []*corev1.Node, uses map[string]*NodeUse, assumed []Hold, skip map[string]bool) map[string]corev1.ResourceList {
+	assumedOn := map[string]map[string]corev1.ResourceList{}
+	for _, h := range assumed {
+		key := h.Claim.Namespace + "/" + h.Claim.Name
+		if skip[key] {
 			continue
 		}
-		for name, q := range f {
-			if r := np.plainRequest(name); r != 0 {
-				q.SetMilli(q.MilliValue() - r)
+		if assumedOn[h.Node] == nil {
+			assumedOn[h.Node] = map[string]corev1.ResourceList{}
+		}
+		assumedOn[h.Node][key] = h.Ask
+	}
+	free := map[string]corev1.ResourceList{}
+	for _, n := range nodes {
+		if !pool.InPool(t, n) || !pool.Schedulable(t, n) {
+			continue
+		}
+		u := uses[n.Name]
+		if u == nil {
+			u = newNodeUse(nil, nil)
+		}
+		f := make(corev1.ResourceList, len(ask))
+		for name := range ask {
+			if q, ok := n.Status.Allocatable[name]; ok {
+				q.SetMilli(q.MilliValue() - u.taken(name, skip, assumedOn[n.Name]))
 				f[name] = q
 			}
 		}
-		for _, p := range np.claimed {
-			if held[p.Namespace+"/"+p.Labels[v1alpha1.LabelClaim]+"@"+node] {
-				continue
-			}
-			for name, q := range f {
-				if r := pool.PodRequest(p, name); r != 0 {
-					q.SetMilli(q.MilliValue() - r)
-					f[name] = q
-				}
-			}
-		}
+		free[n.Name] = f
 	}
 	return free
 }
 
-func subtract(from, r corev1.ResourceList) {
-	for name, q := range r {
-		f, ok := from[name]
-		if !ok {
-			continue
+// taken is what the node's Pods and Claims take of name, in thousandths,
+// with the Claims of skip counted as their Pods and those of assumed
+// (asks by "ns/name") as held there.
+func (u *NodeUse) taken(name corev1.ResourceName, skip map[string]bool, assumed map[string]corev1.ResourceList) int64 {
+	v := u.request(name)
+	for key := range skip {
+		if cu := u.claims[key]; cu != nil && cu.hold != nil {
+			v += cu.request(name, false) - cu.request(name, true)
 		}
-		f.Sub(q)
-		from[name] = f
 	}
+	for key, ask := range assumed {
+		cu := u.claims[key]
+		switch {
+		case cu == nil:
+			q := ask[name]
+			v += q.MilliValue()
+		case cu.hold == nil:
+			q := ask[name]
+			v += q.MilliValue() - cu.request(name, false)
+		}
+	}
+	return v
 }
 
 // fits reports whether ask fits in free.

@@ -173,17 +173,30 @@ func TestAsk(t *testing.T) {
 	}
 }
 
-// podsByNode is each node's NodePods of pods, as podSums keeps them.
-func podsByNode(pods []*corev1.Pod) map[string]*NodePods {
+// usesOf is each node's NodeUse of pods and holds, as readNodeUse reads
+// them from the informers.
+func usesOf(pods []*corev1.Pod, holds []Hold) map[string]*NodeUse {
 	on := map[string][]*corev1.Pod{}
+	held := map[string]map[string]corev1.ResourceList{}
 	for _, p := range pods {
 		if p.Spec.NodeName != "" {
 			on[p.Spec.NodeName] = append(on[p.Spec.NodeName], p)
 		}
 	}
-	out := map[string]*NodePods{}
+	for _, h := range holds {
+		if held[h.Node] == nil {
+			held[h.Node] = map[string]corev1.ResourceList{}
+		}
+		held[h.Node][h.Claim.Namespace+"/"+h.Claim.Name] = h.Ask
+	}
+	out := map[string]*NodeUse{}
 	for n, ps := range on {
-		out[n] = newNodePods(ps)
+		out[n] = newNodeUse(ps, held[n])
+	}
+	for n, hs := range held {
+		if out[n] == nil {
+			out[n] = newNodeUse(nil, hs)
+		}
 	}
 	return out
 }
@@ -196,7 +209,10 @@ func TestFree(t *testing.T) {
 		nodes []*corev1.Node
 		pods  []*corev1.Pod
 		holds []Hold
-		want  map[string]map[corev1.ResourceName]int64
+		// assumed are placed moments ago; skip are being placed.
+		assumed []Hold
+		skip    map[string]bool
+		want    map[string]map[corev1.ResourceName]int64
 	}{{
 		name:  "an empty node",
 		nodes: []*corev1.Node{node("a")},
@@ -267,9 +283,39 @@ func TestFree(t *testing.T) {
 		pods:  []*corev1.Pod{pod("slice", "mig", resources(mig, 2)), pod("card", "mig", resources(gpu, 1))},
 		holds: []Hold{hold(claim("p", 0, partition("1g.10gb")), "mig")},
 		want:  map[string]map[corev1.ResourceName]int64{"mig": {gpu: 3, mig: 4}},
+	}, {
+		name:    "an assumed placement counts where nothing shows it yet",
+		nodes:   []*corev1.Node{node("a"), node("b")},
+		assumed: []Hold{hold(train, "a")},
+		want:    map[string]map[corev1.ResourceName]int64{"a": {gpu: 4}, "b": {gpu: 8}},
+	}, {
+		name:    "an assumed placement and its bound holder count once",
+		nodes:   []*corev1.Node{node("a")},
+		pods:    []*corev1.Pod{pod(handover.HolderName(train), "a", resources(gpu, 4), onClaim("train"))},
+		assumed: []Hold{hold(train, "a")},
+		want:    map[string]map[corev1.ResourceName]int64{"a": {gpu: 4}},
+	}, {
+		name:    "an assumed placement the node's use already holds counts once",
+		nodes:   []*corev1.Node{node("a")},
+		holds:   []Hold{hold(train, "a")},
+		assumed: []Hold{hold(train, "a")},
+		want:    map[string]map[corev1.ResourceName]int64{"a": {gpu: 4}},
+	}, {
+		name:  "a Claim being placed counts as its Pods, not as its old hold",
+		nodes: []*corev1.Node{node("a")},
+		pods:  []*corev1.Pod{pod("train-instance", "a", resources(gpu, 1), onClaim("train"))},
+		holds: []Hold{hold(train, "a"), hold(other, "a")},
+		skip:  map[string]bool{"tenant-a/train": true},
+		want:  map[string]map[corev1.ResourceName]int64{"a": {gpu: 5}},
+	}, {
+		name:    "an assumed placement of a Claim being placed does not count",
+		nodes:   []*corev1.Node{node("a")},
+		assumed: []Hold{hold(train, "a")},
+		skip:    map[string]bool{"tenant-a/train": true},
+		want:    map[string]map[corev1.ResourceName]int64{"a": {gpu: 8}},
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
-			got := Free(h100(), resources(gpu, 1, mig, 1), tc.nodes, podsByNode(tc.pods), tc.holds)
+			got := Free(h100(), resources(gpu, 1, mig, 1), tc.nodes, usesOf(tc.pods, tc.holds), tc.assumed, tc.skip)
 			if diff := cmp.Diff(tc.want, values(got)); diff != "" {
 				t.Errorf("free (-want +got):\n%s", diff)
 			}
@@ -422,7 +468,7 @@ func TestPlace(t *testing.T) {
 				what = "claim c"
 			}
 			ask := sum(asks...)
-			got := Place(h100(), ask, Free(h100(), ask, tc.nodes, podsByNode(tc.pods), tc.holds), tc.pin, what)
+			got := Place(h100(), ask, Free(h100(), ask, tc.nodes, usesOf(tc.pods, tc.holds), nil, nil), tc.pin, what)
 			if diff := cmp.Diff(tc.want, got); diff != "" {
 				t.Errorf("placement (-want +got):\n%s", diff)
 			}

@@ -469,13 +469,11 @@ func (c *Controller) choose(s *step) (t *v1alpha1.InstanceType, node string, gro
 	if err != nil {
 		return nil, "", nil, nil, err
 	}
-	holds, err := c.holds(nodes, skip)
+	uses, err := c.uses.pool(nodes, c.readNodeUse)
 	if err != nil {
 		return nil, "", nil, nil, err
 	}
-	pods, err := c.podSums.pool(nodes, func(node string) ([]*corev1.Pod, error) {
-		return c.podIdx.ByTypedIndex(pool.PodsByNode, node)
-	})
+	assumed, err := c.assumedHolds(uses, skip)
 	if err != nil {
 		return nil, "", nil, nil, err
 	}
@@ -484,7 +482,7 @@ func (c *Controller) choose(s *step) (t *v1alpha1.InstanceType, node string, gro
 		what = fmt.Sprintf("claim set %s (%d claims)", set, len(group))
 	}
 	ask := sum(asks...)
-	p := Place(t, ask, Free(t, ask, nodes, pods, holds), pin, what)
+	p := Place(t, ask, Free(t, ask, nodes, uses, assumed, skip), pin, what)
 	if p.Node == "" {
 		s.wait(p.Reason, p.Message)
 		return nil, "", nil, nil, nil

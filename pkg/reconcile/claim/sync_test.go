@@ -123,10 +123,8 @@ func (f *fixture) set(o runtime.Object) {
 	if err := f.indexerFor(o).Update(o); err != nil {
 		f.t.Fatal(err)
 	}
-	if _, ok := o.(*corev1.Pod); ok {
-		// As the Pod handler would: its old node may be another.
-		f.c.podSums.changedAll()
-	}
+	// As the handlers would: the old object's nodes may be others.
+	f.c.uses.changedAll()
 	tracker := f.kube.Tracker()
 	if isKiln(o) {
 		tracker = f.kiln.Tracker()
@@ -170,7 +168,7 @@ func (f *fixture) catchUp() {
 	if err := f.pods.Replace(items, ""); err != nil {
 		f.t.Fatal(err)
 	}
-	f.c.podSums.changedAll()
+	f.c.uses.changedAll()
 	f.kube.ClearActions()
 	f.kiln.ClearActions()
 	f.events()
@@ -608,7 +606,7 @@ func TestSyncLostHolderSeenLate(t *testing.T) {
 	if err := f.pods.Add(h); err != nil {
 		t.Fatal(err)
 	}
-	f.c.podSums.changed(h)
+	f.c.podMoved(h)
 	f.kube.ClearActions()
 	f.sync()
 	if events := f.events(); hasEvent(events, "Warning NodeLost") {
