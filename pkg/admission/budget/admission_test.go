@@ -995,3 +995,41 @@ func TestTaken(t *testing.T) {
 		})
 	}
 }
+
+// TestChargeSettlesStoredCreates: a charge drops from status.pending the
+// creates the informer shows stored, the very objects charged, and leaves
+// used as it is; what the informer cannot vouch for stays.
+func TestChargeSettlesStoredCreates(t *testing.T) {
+	one := list("accelerators", "1")
+	renamed := charge("Instance", "renamed", "", one)
+	inflight := charge("Instance", "inflight", "", one)
+	updated := charge("Instance", "updated", "40", one)
+	team := budget("team", list("accelerators", "16"), list("accelerators", "6"),
+		charge("Instance", "stored", "", one), renamed, inflight, updated, charge("Claim", "held", "", one),
+		charge("Claim", "stored", "", one))
+	p, client := newPlugin(t, team)
+	factory := kilninformers.NewSharedInformerFactory(client, 0)
+	instances, claims := factory.Gpu().V1alpha1().Instances().Informer().GetIndexer(), factory.Gpu().V1alpha1().Claims().Informer().GetIndexer()
+	for _, err := range []error{
+		instances.Add(&v1alpha1.Instance{ObjectMeta: metav1.ObjectMeta{Name: "stored", Namespace: ns, UID: "uid-stored"}}),
+		// The same name stored by another create, a later one.
+		instances.Add(&v1alpha1.Instance{ObjectMeta: metav1.ObjectMeta{Name: "renamed", Namespace: ns, UID: "uid-another"}}),
+		// An update is not known settled by the informer's copy.
+		instances.Add(&v1alpha1.Instance{ObjectMeta: metav1.ObjectMeta{Name: "updated", Namespace: ns, UID: "uid-updated", ResourceVersion: "41"}}),
+		claims.Add(storedClaim("held", "h100", v1alpha1.ClaimBound)),
+	} {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	p.instances, p.claims = factory.Gpu().V1alpha1().Instances().Lister(), factory.Gpu().V1alpha1().Claims().Lister()
+	if err := p.Validate(context.Background(), attributes(instance("train", 2), nil, "", false), nil); err != nil {
+		t.Fatal(err)
+	}
+	// The Claim "stored" is an Instance's name, not a Claim's: it stays.
+	checkBudgets(t, client, []*v1alpha1.Budget{team}, map[string]v1alpha1.BudgetStatus{"team": {
+		Used: list("accelerators", "8"),
+		Pending: []v1alpha1.BudgetCharge{renamed, inflight, updated, charge("Claim", "stored", "", one),
+			charge("Instance", "train", "", list("accelerators", "2"))},
+	}})
+}

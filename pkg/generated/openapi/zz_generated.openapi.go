@@ -17736,7 +17736,7 @@ func schema_pkg_apis_gpu_v1alpha1_BudgetStatus(ref common.ReferenceCallback) com
 							},
 						},
 						SchemaProps: spec.SchemaProps{
-							Description: "pending lists charges admission has made for writes that are not yet seen stored: a create or start in flight. They are part of used. The budget reconciler drops each once its object is stored in the charged state, or the write has had time to fail, so that used can be recomputed from stored objects without losing a charge in flight. Kiln writes the list whole, and a uid appears in it at most once.",
+							Description: "pending lists charges admission has made for writes that are not yet seen stored: a create or start in flight. They are part of used. The budget reconciler drops each once its object is stored in the charged state, or the write has had time to fail, so that used can be recomputed from stored objects without losing a charge in flight; the next charge drops the creates the API server already shows stored. Kiln writes the list whole, and a uid appears in it at most once.",
 							Type:        []string{"array"},
 							Items: &spec.SchemaOrArray{
 								Schema: &spec.Schema{

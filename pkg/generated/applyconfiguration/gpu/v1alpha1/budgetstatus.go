@@ -39,7 +39,8 @@ type BudgetStatusApplyConfiguration struct {
 	// seen stored: a create or start in flight. They are part of used. The
 	// budget reconciler drops each once its object is stored in the charged
 	// state, or the write has had time to fail, so that used can be
-	// recomputed from stored objects without losing a charge in flight.
+	// recomputed from stored objects without losing a charge in flight; the
+	// next charge drops the creates the API server already shows stored.
 	// Kiln writes the list whole, and a uid appears in it at most once.
 	Pending []BudgetChargeApplyConfiguration `json:"pending,omitempty"`
 	// conditions say what the Budget can and cannot see. Guarded is False
