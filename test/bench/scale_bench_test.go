@@ -33,15 +33,18 @@ import (
 	"kiln.dev/kiln/test/localcluster"
 )
 
-// scaleSize is BenchmarkScale's cluster. BENCH_SCALE overrides any of it
-// for a quick look, e.g. BENCH_SCALE="nodes=50,instances=200,namespaces=10,claims=50,new=50".
+// scaleSize is BenchmarkScale's cluster and kiln-controller's Claim
+// workers. BENCH_SCALE overrides any of it, for a quick look, e.g.
+// BENCH_SCALE="nodes=50,instances=200,namespaces=10,claims=50,new=50", or
+// to see what more workers do: BENCH_SCALE="claimworkers=48".
 type scaleSize struct {
-	nodes, instances, namespaces, claims, new int
+	nodes, instances, namespaces, claims, new, claimWorkers int
 }
 
 func scaleSizeFromEnv(b *testing.B) scaleSize {
-	s := scaleSize{nodes: 1000, instances: 5000, namespaces: 100, claims: 1000, new: 1000}
-	fields := map[string]*int{"nodes": &s.nodes, "instances": &s.instances, "namespaces": &s.namespaces, "claims": &s.claims, "new": &s.new}
+	s := scaleSize{nodes: 1000, instances: 5000, namespaces: 100, claims: 1000, new: 1000, claimWorkers: 16}
+	fields := map[string]*int{"nodes": &s.nodes, "instances": &s.instances, "namespaces": &s.namespaces, "claims": &s.claims, "new": &s.new,
+		"claimworkers": &s.claimWorkers}
 	for kv := range strings.SplitSeq(os.Getenv("BENCH_SCALE"), ",") {
 		if kv == "" {
 			continue
@@ -49,7 +52,7 @@ func scaleSizeFromEnv(b *testing.B) scaleSize {
 		k, v, _ := strings.Cut(kv, "=")
 		n, err := strconv.Atoi(v)
 		if p, ok := fields[k]; !ok || err != nil || n <= 0 {
-			b.Fatalf("BENCH_SCALE: %q is not one of nodes, instances, namespaces, claims, new = a positive number", kv)
+			b.Fatalf("BENCH_SCALE: %q is not one of nodes, instances, namespaces, claims, new, claimworkers = a positive number", kv)
 		} else {
 			*p = n
 		}
@@ -80,7 +83,7 @@ func BenchmarkScale(b *testing.B) {
 		Nodes:        scaleNodes(size.nodes),
 		NoNodeAgents: true,
 		ControllerFlags: []string{fmt.Sprintf("--kube-api-qps=%d", qps), fmt.Sprintf("--kube-api-burst=%d", burst),
-			"--instance-workers=16", "--claim-workers=16", "--profiling"},
+			"--instance-workers=16", fmt.Sprintf("--claim-workers=%d", size.claimWorkers), "--profiling"},
 	})
 	defer c.Stop()
 	s := &scaleRun{b: b, c: c, kube: kube, kiln: kiln, size: size}
@@ -656,8 +659,8 @@ func (s *scaleRun) restart(ctx context.Context, instances, claims int) {
 
 func (s *scaleRun) print() {
 	var sb strings.Builder
-	fmt.Fprintf(&sb, "\nBenchmarkScale: %d nodes of 8 cards, %d Instances in %d namespaces, %d Claims, %d new\n\n",
-		s.size.nodes, s.size.instances, s.size.namespaces, s.size.claims, s.size.new)
+	fmt.Fprintf(&sb, "\nBenchmarkScale: %d nodes of 8 cards, %d Instances in %d namespaces, %d Claims, %d new, %d Claim workers\n\n",
+		s.size.nodes, s.size.instances, s.size.namespaces, s.size.claims, s.size.new, s.size.claimWorkers)
 	sb.WriteString("| figure | measured |\n|---|---:|\n")
 	for _, r := range s.rows {
 		fmt.Fprintf(&sb, "| %s | %s |\n", r[0], r[1])
