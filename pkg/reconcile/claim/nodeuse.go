@@ -82,6 +82,30 @@ func (u *NodeUse) request(name corev1.ResourceName) int64 {
 	return v
 }
 
+// taken is what the node's Pods and Claims take of name, in thousandths,
+// with the Claims of skip counted as their Pods and those of assumed
+// (asks by "ns/name") as held there.
+func (u *NodeUse) taken(name corev1.ResourceName, skip map[string]bool, assumed map[string]corev1.ResourceList) int64 {
+	v := u.request(name)
+	for key := range skip {
+		if cu := u.claims[key]; cu != nil && cu.hold != nil {
+			v += cu.request(name, false) - cu.request(name, true)
+		}
+	}
+	for key, ask := range assumed {
+		cu := u.claims[key]
+		switch {
+		case cu == nil:
+			q := ask[name]
+			v += q.MilliValue()
+		case cu.hold == nil:
+			q := ask[name]
+			v += q.MilliValue() - cu.request(name, false)
+		}
+	}
+	return v
+}
+
 // request is what the Claim takes of name on its node, in thousandths:
 // its ask if it counts as held there, else its Pods.
 func (cu *claimUse) request(name corev1.ResourceName, held bool) int64 {

@@ -88,30 +88,6 @@ func Free(t *v1alpha1.InstanceType, ask corev1.ResourceList, nodes []*corev1.Nod
 	return free
 }
 
-// taken is what the node's Pods and Claims take of name, in thousandths,
-// with the Claims of skip counted as their Pods and those of assumed
-// (asks by "ns/name") as held there.
-func (u *NodeUse) taken(name corev1.ResourceName, skip map[string]bool, assumed map[string]corev1.ResourceList) int64 {
-	v := u.request(name)
-	for key := range skip {
-		if cu := u.claims[key]; cu != nil && cu.hold != nil {
-			v += cu.request(name, false) - cu.request(name, true)
-		}
-	}
-	for key, ask := range assumed {
-		cu := u.claims[key]
-		switch {
-		case cu == nil:
-			q := ask[name]
-			v += q.MilliValue()
-		case cu.hold == nil:
-			q := ask[name]
-			v += q.MilliValue() - cu.request(name, false)
-		}
-	}
-	return v
-}
-
 // fits reports whether ask fits in free.
 func fits(ask, free corev1.ResourceList) bool {
 	for name, q := range ask {
