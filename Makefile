@@ -244,11 +244,13 @@ lint: $(STATICCHECK)
 	STATICCHECK=$(abspath $(STATICCHECK)) CGO_PKGS='$(CGO_PKGS)' hack/verify-lint.sh
 
 # The stages of `make test`, each timed; the times are printed at the end.
-# build comes before integration: cmd/apiserver's TestMakeRun runs `make
-# run`, whose static kiln-apiserver needs the Kubernetes libraries compiled
-# without cgo, which no test compiles; from a cold Go cache that took the
-# test past its 5 minutes.
-TEST_STAGES := lint verify-codegen verify-tree vet build unit integration fuzz test-binaries e2e-cluster e2e-up e2e-install faults
+# build comes before unit: cmd/apiserver's TestMakeRun runs `make run`,
+# which from a cold Go cache ran out its 5 minutes compiling. The stages
+# marked + only compile and analyse: they run in the background, at idle
+# priority, beside the end-to-end stages, which leave the cores mostly
+# idle (hack/run-test-stages.sh). Tests that wait on clocks stay in the
+# foreground, where nothing starves them.
+TEST_STAGES := verify-tree build unit integration test-binaries +verify-codegen +vet +lint +fuzz e2e-cluster e2e-up e2e-install faults
 
 test:
 	@MAKE='$(MAKE)' hack/run-test-stages.sh $(TEST_STAGES)
@@ -266,7 +268,9 @@ unit:
 # seed with the fix. FUZZTIME is a count of executions, not a duration: Go
 # 1.26's coordinator can report its own -fuzztime deadline as a failure
 # ("context deadline exceeded", no input; go.dev/issue/75804, fixed in
-# 1.27), and a count has no deadline to race.
+# 1.27), and a count has no deadline to race. -timeout=0 for the same
+# reason: the test binary's 10-minute default becomes the fuzzing's
+# deadline too, which `make test` running it at idle priority can reach.
 FUZZTIME ?= 20000x
 FUZZ_TARGETS := \
 	./pkg/apis/gpu/install:FuzzDecodeValidate \
@@ -276,7 +280,7 @@ FUZZ_TARGETS := \
 fuzz:
 	@set -e; for t in $(FUZZ_TARGETS); do \
 		echo "go test $${t%%:*} -fuzz '^$${t##*:}$$' -fuzztime $(FUZZTIME)"; \
-		go test $${t%%:*} -run '^$$' -fuzz "^$${t##*:}\$$" -fuzztime $(FUZZTIME) -fuzzminimizetime 2000x; \
+		go test $${t%%:*} -run '^$$' -fuzz "^$${t##*:}\$$" -fuzztime $(FUZZTIME) -fuzzminimizetime 2000x -timeout=0; \
 	done
 
 # Tests tagged "integration" start a real server in-process on an embedded
@@ -296,8 +300,9 @@ e2e: e2e-cluster e2e-up e2e-install
 # What the end-to-end tests run, built before them.
 test-binaries: control-plane build node images images-next $(BIN)/kiln-up
 
+# -v: each test's time is in the log, which is how e2e's length is read.
 e2e-cluster: test-binaries
-	cd test && go test -count=1 -timeout=40m $$(go list ./... | grep -v -e '/test/faults$$' -e '/test/cmd/kiln-up$$' -e '/test/install$$')
+	cd test && go test -v -count=1 -timeout=40m $$(go list ./... | grep -v -e '/test/faults$$' -e '/test/cmd/kiln-up$$' -e '/test/install$$')
 	cd test && go test -count=1 -run='^(TestObjectModel|TestClassify)$$' ./faults/
 
 e2e-up: test-binaries
