@@ -16,6 +16,14 @@
 // `kubectl delete --cascade=orphan`): the collector would take the owner
 // reference off the Pod, kiln-controller would no longer find it as the
 // object's, and the Pod would run on, uncharged, once the object was gone.
+//
+// On create it sets those finalizers, as Kubernetes' PVC protection plugin
+// sets its own: otherwise kiln-controller adds them with an update of each
+// new object before it makes a Pod, one more write through the chain per
+// Instance and per Claim. The handler's field manager has run by then, so
+// no manager owns them, and a tenant's later server-side apply, which does
+// not list them, leaves them alone. kiln-controller still adds any that
+// are missing (objects stored before, or this plugin disabled).
 package kilnfinalizers
 
 import (
@@ -60,13 +68,15 @@ func Register(plugins *admission.Plugins) {
 	plugins.Register(PluginName, func(io.Reader) (admission.Interface, error) { return New(), nil })
 }
 
-// Plugin asks the authorizer before a guarded finalizer goes.
+// Plugin sets the guarded finalizers on create, and asks the authorizer
+// before one goes.
 type Plugin struct {
 	*admission.Handler
 	authz authorizer.Authorizer
 }
 
 var (
+	_ admission.MutationInterface   = &Plugin{}
 	_ admission.ValidationInterface = &Plugin{}
 	_ genericinit.WantsAuthorizer   = &Plugin{}
 )
@@ -84,6 +94,32 @@ func (p *Plugin) ValidateInitialization() error {
 	if p.authz == nil {
 		return fmt.Errorf("%s needs an authorizer", PluginName)
 	}
+	return nil
+}
+
+// Admit sets the guarded finalizers of a new Instance or Claim. An
+// Instance created stopped gets none: it makes no Pod, and with the
+// finalizer and no phase it would count as holding cards
+// (accounting.InstanceHolds); kiln-controller adds them once it starts.
+func (p *Plugin) Admit(_ context.Context, a admission.Attributes, _ admission.ObjectInterfaces) error {
+	g, ok := guarded[a.GetResource().Resource]
+	if !ok || a.GetOperation() != admission.Create || a.GetResource().Group != gpu.GroupName || a.GetSubresource() != "" {
+		return nil
+	}
+	if inst, ok := a.GetObject().(*gpu.Instance); ok && inst.Spec.Stopped {
+		return nil
+	}
+	m, err := meta.Accessor(a.GetObject())
+	if err != nil {
+		return apierrors.NewBadRequest(err.Error())
+	}
+	finalizers := m.GetFinalizers()
+	for _, f := range g.finalizers {
+		if !slices.Contains(finalizers, f.finalizer) {
+			finalizers = append(finalizers, f.finalizer)
+		}
+	}
+	m.SetFinalizers(finalizers)
 	return nil
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"slices"
 	"testing"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -166,5 +167,49 @@ func wantRefusal(t *testing.T, err error, want string) {
 		t.Fatalf("refused: %v", err)
 	case want != "" && (err == nil || err.Error() != want || !apierrors.IsForbidden(err)):
 		t.Fatalf("error %v\nwant 403 %s", err, want)
+	}
+}
+
+func TestAdmit(t *testing.T) {
+	const ledger = gpu.LedgerFinalizer
+	for _, tc := range []struct {
+		name        string
+		resource    string
+		subresource string
+		op          admission.Operation
+		obj         metav1.Object
+		want        []string
+	}{
+		{name: "a new Instance", resource: "instances", op: admission.Create,
+			obj: &gpu.Instance{}, want: []string{gpu.InstanceFinalizer, ledger}},
+		{name: "a new Claim", resource: "claims", op: admission.Create,
+			obj: &gpu.Claim{}, want: []string{gpu.ClaimFinalizer, ledger}},
+		{name: "a new Instance with a finalizer of its own and one of Kiln's", resource: "instances", op: admission.Create,
+			obj:  &gpu.Instance{ObjectMeta: metav1.ObjectMeta{Finalizers: []string{"team/keep", ledger}}},
+			want: []string{"team/keep", ledger, gpu.InstanceFinalizer}},
+		{name: "a new Instance created stopped", resource: "instances", op: admission.Create,
+			obj: &gpu.Instance{Spec: gpu.InstanceSpec{Stopped: true}}},
+		{name: "an update", resource: "claims", op: admission.Update,
+			obj: &gpu.Claim{}},
+		{name: "a status write", resource: "claims", subresource: "status", op: admission.Create,
+			obj: &gpu.Claim{}},
+		{name: "a Budget", resource: "budgets", op: admission.Create,
+			obj: &gpu.Budget{}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var old runtime.Object
+			if tc.op == admission.Update {
+				old = tc.obj.(runtime.Object)
+			}
+			a := admission.NewAttributesRecord(tc.obj.(runtime.Object), old, gpu.Kind("Instance").WithVersion("v1alpha1"), "team-a", "train",
+				gpu.Resource(tc.resource).WithVersion("v1alpha1"), tc.subresource, tc.op, &metav1.CreateOptions{}, false,
+				&user.DefaultInfo{Name: "tenant-a"})
+			if err := New().Admit(context.Background(), a, nil); err != nil {
+				t.Fatal(err)
+			}
+			if got := tc.obj.GetFinalizers(); !slices.Equal(got, tc.want) {
+				t.Errorf("finalizers %q, want %q", got, tc.want)
+			}
+		})
 	}
 }

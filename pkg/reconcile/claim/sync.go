@@ -43,8 +43,10 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) (time.Durat
 		s := &step{cl: cl, st: *cl.Status.DeepCopy(), holder: holder, inst: inst, now: metav1.NewTime(c.now())}
 		return s.after, c.finalize(ctx, s)
 	}
-	// The ledger's finalizer comes with it: kiln-apiserver takes it off
-	// once the Claim's card-hours are in its Budgets.
+	// KilnFinalizers admission sets both finalizers on create; a Claim
+	// stored before it, or with the plugin off, gets them here. The
+	// ledger's: kiln-apiserver takes it off once the Claim's card-hours
+	// are in its Budgets.
 	if missing := missingFinalizers(cl.Finalizers); len(missing) > 0 {
 		cp := cl.DeepCopy()
 		cp.Finalizers = append(cp.Finalizers, missing...)
