@@ -12,7 +12,6 @@ import (
 	"text/tabwriter"
 	"time"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
@@ -338,31 +337,45 @@ func (e *Env) checkWatchers(ctx context.Context, watchers []*watcher, acked []ac
 // (PendingTTL, 30 s). test/install's tenants have one card each: a row
 // started inside that window had every create refused, and acknowledged
 // nothing. What was waited for is logged.
+//
+// A delete of a namespace's Instances is one request that deletes them one
+// by one on the server, and e.Kiln gives up after 15 s: on a slow day
+// (2026-12-07, the machine at 2.5 times its usual compile times) the churn
+// row's 500 took longer, and the cleanup failed on the client's timeout.
+// So each look deletes again what is not yet being deleted, and a delete
+// cut short is finished by the next; only a delete that never gets
+// through fails the cleanup, with its error.
 func (e *Env) Cleanup(ctx context.Context, namespaces []string) error {
-	for _, ns := range namespaces {
-		if err := e.Kiln.GpuV1alpha1().Instances(ns).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{}); err != nil && !apierrors.IsNotFound(err) {
-			return err
-		}
-		if err := e.Kiln.GpuV1alpha1().Claims(ns).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{}); err != nil && !apierrors.IsNotFound(err) {
-			return err
-		}
-	}
 	start := time.Now()
 	held := map[string]string{}
+	var deleteErr error
 	err := wait.PollUntilContextTimeout(ctx, time.Second, convergence, true, func(ctx context.Context) (bool, error) {
+		gone := true
 		for _, ns := range namespaces {
-			i, err := e.Kiln.GpuV1alpha1().Instances(ns).List(ctx, metav1.ListOptions{})
-			if err != nil || len(i.Items) > 0 {
-				return false, nil
+			insts := e.Kiln.GpuV1alpha1().Instances(ns)
+			if i, err := insts.List(ctx, metav1.ListOptions{}); err != nil || len(i.Items) > 0 {
+				gone = false
+				if err == nil && slices.ContainsFunc(i.Items, func(o gpuv1.Instance) bool { return o.DeletionTimestamp == nil }) {
+					if err := insts.DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{}); err != nil {
+						deleteErr = err
+					}
+				}
 			}
-			c, err := e.Kiln.GpuV1alpha1().Claims(ns).List(ctx, metav1.ListOptions{})
-			if err != nil || len(c.Items) > 0 {
-				return false, nil
+			claims := e.Kiln.GpuV1alpha1().Claims(ns)
+			if c, err := claims.List(ctx, metav1.ListOptions{}); err != nil || len(c.Items) > 0 {
+				gone = false
+				if err == nil && slices.ContainsFunc(c.Items, func(o gpuv1.Claim) bool { return o.DeletionTimestamp == nil }) {
+					if err := claims.DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{}); err != nil {
+						deleteErr = err
+					}
+				}
 			}
-			p, err := e.Kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
-			if err != nil || len(p.Items) > 0 {
-				return false, nil
+			if p, err := e.Kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{}); err != nil || len(p.Items) > 0 {
+				gone = false
 			}
+		}
+		if !gone {
+			return false, nil
 		}
 		for _, ns := range namespaces {
 			name, ok := e.Budgets[ns]
@@ -386,7 +399,7 @@ func (e *Env) Cleanup(ctx context.Context, namespaces []string) error {
 		fmt.Fprintf(e.Log, "faults: cleanup waited %s for %s\n", time.Since(start).Round(100*time.Millisecond), held[ns])
 	}
 	if err != nil {
-		return fmt.Errorf("the tenants' objects, Pods and Budget charges after %s: %w (%s)", convergence, err, strings.Join(slices.Collect(maps.Values(held)), "; "))
+		return fmt.Errorf("the tenants' objects, Pods and Budget charges after %s: %w (%s; the last failed delete: %v)", convergence, err, strings.Join(slices.Collect(maps.Values(held)), "; "), deleteErr)
 	}
 	return nil
 }
