@@ -6,11 +6,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
 	gpuv1 "kiln.dev/kiln/pkg/apis/gpu/v1alpha1"
@@ -109,9 +111,18 @@ func TestClaimAttach(t *testing.T) {
 	if code, data := rawRequest(t, "DELETE", base+"/claims/cards", "application/json", "", ""); code != http.StatusOK {
 		t.Fatalf("deleting the Claim once its Instance stopped: %d %s", code, data)
 	}
-	// Standalone runs no claim controller to add a finalizer: it is gone.
+	// KilnFinalizers gave it the claim loop's finalizer and the ledger's:
+	// it waits, Terminating, for kiln-controller, which standalone does
+	// not run. The admin takes them off as the two loops would.
+	cl, err := gpu.Claims(ns).Get(c, "cards", metav1.GetOptions{})
+	if err != nil || cl.DeletionTimestamp == nil || !slices.Equal(cl.Finalizers, []string{gpuv1.ClaimFinalizer, gpuv1.LedgerFinalizer}) {
+		t.Fatalf("the deleted Claim: %v, %v; want it Terminating with Kiln's two finalizers", cl, err)
+	}
+	if _, err := gpu.Claims(ns).Patch(c, "cards", types.JSONPatchType, []byte(`[{"op":"remove","path":"/metadata/finalizers"}]`), metav1.PatchOptions{}); err != nil {
+		t.Fatalf("taking the finalizers off: %v", err)
+	}
 	if _, err := gpu.Claims(ns).Get(c, "cards", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
-		t.Errorf("the deleted Claim: %v, want it gone", err)
+		t.Errorf("the deleted Claim without its finalizers: %v, want it gone", err)
 	}
 	code, _, msg := post(t, ns, "first", "start")
 	if code != http.StatusUnprocessableEntity || !strings.Contains(msg, `no claim "cards" in namespace "claim-attach"; create the Claim first, or remove spec.claimName`) {

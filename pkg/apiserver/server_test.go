@@ -11,7 +11,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -22,7 +21,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/apimachinery/pkg/watch"
@@ -186,10 +184,6 @@ func TestCRUDEveryKind(t *testing.T) {
 	if inst.Spec.ImagePullPolicy != "IfNotPresent" || inst.Spec.Ports[0].Protocol != "TCP" {
 		t.Errorf("defaults not applied: pullPolicy %q, protocol %q", inst.Spec.ImagePullPolicy, inst.Spec.Ports[0].Protocol)
 	}
-	// KilnFinalizers sets them in the create, not kiln-controller after.
-	if want := []string{gpuv1.InstanceFinalizer, gpuv1.LedgerFinalizer}; !slices.Equal(inst.Finalizers, want) {
-		t.Errorf("created instance's finalizers %q, want %q", inst.Finalizers, want)
-	}
 	inst.Spec.Image = "python:3.12"
 	if inst, err = gpu.Instances("crud").Update(c, inst, metav1.UpdateOptions{}); err != nil || inst.Spec.Image != "python:3.12" {
 		t.Fatalf("update instance: %v", err)
@@ -222,17 +216,8 @@ func TestCRUDEveryKind(t *testing.T) {
 			t.Errorf("delete %s: %v", name, err)
 		}
 	}
-	// The finalizers keep the Instance until kiln-controller (not running
-	// here) and the Budget loop take them off, as the admin does here.
-	inst, err = gpu.Instances("crud").Get(c, "train", metav1.GetOptions{})
-	if err != nil || inst.DeletionTimestamp == nil {
-		t.Fatalf("get after delete: want the Instance Terminating, got %v, %v", inst, err)
-	}
-	if _, err := gpu.Instances("crud").Patch(c, "train", types.JSONPatchType, []byte(`[{"op":"remove","path":"/metadata/finalizers"}]`), metav1.PatchOptions{}); err != nil {
-		t.Fatalf("removing the finalizers: %v", err)
-	}
 	if _, err := gpu.Instances("crud").Get(c, "train", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
-		t.Errorf("get after the finalizers: want NotFound, got %v", err)
+		t.Errorf("get after delete: want NotFound, got %v", err)
 	}
 }
 
@@ -340,10 +325,7 @@ func TestWatchFromResourceVersion(t *testing.T) {
 	var want []string
 	for i := 0; i < 10; i++ {
 		name := fmt.Sprintf("w-%d", i)
-		// Stopped, so no finalizer (KilnFinalizers) keeps it past its delete.
-		stopped := instance("watch", name, "h100", 1)
-		stopped.Spec.Stopped = true
-		inst, err := insts.Create(c, stopped, metav1.CreateOptions{})
+		inst, err := insts.Create(c, instance("watch", name, "h100", 1), metav1.CreateOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -17,13 +17,18 @@
 // reference off the Pod, kiln-controller would no longer find it as the
 // object's, and the Pod would run on, uncharged, once the object was gone.
 //
-// On create it sets those finalizers, as Kubernetes' PVC protection plugin
-// sets its own: otherwise kiln-controller adds them with an update of each
-// new object before it makes a Pod, one more write through the chain per
-// Instance and per Claim. The handler's field manager has run by then, so
-// no manager owns them, and a tenant's later server-side apply, which does
-// not list them, leaves them alone. kiln-controller still adds any that
-// are missing (objects stored before, or this plugin disabled).
+// On a Claim's create it sets the Claim's, as Kubernetes' PVC protection
+// plugin sets its own: otherwise kiln-controller adds them with an update
+// of each new Claim before it places it, one more write through the chain
+// per Claim. The handler's field manager has run by then, so no manager
+// owns them, and a tenant's later server-side apply, which does not list
+// them, leaves them alone. kiln-controller still adds any that are
+// missing (Claims stored before, or this plugin disabled). Instances keep
+// getting theirs from kiln-controller: the Budget takes the controller's
+// finalizer on a stopped Instance with no phase as the sign that a Pod may
+// have been made (accounting.InstanceHolds), and set at create it would
+// keep every Instance stopped before the controller looked charged until
+// the controller reported it Stopped.
 package kilnfinalizers
 
 import (
@@ -68,8 +73,8 @@ func Register(plugins *admission.Plugins) {
 	plugins.Register(PluginName, func(io.Reader) (admission.Interface, error) { return New(), nil })
 }
 
-// Plugin sets the guarded finalizers on create, and asks the authorizer
-// before one goes.
+// Plugin sets a new Claim's finalizers, and asks the authorizer before a
+// guarded finalizer goes.
 type Plugin struct {
 	*admission.Handler
 	authz authorizer.Authorizer
@@ -97,16 +102,9 @@ func (p *Plugin) ValidateInitialization() error {
 	return nil
 }
 
-// Admit sets the guarded finalizers of a new Instance or Claim. An
-// Instance created stopped gets none: it makes no Pod, and with the
-// finalizer and no phase it would count as holding cards
-// (accounting.InstanceHolds); kiln-controller adds them once it starts.
+// Admit sets the guarded finalizers of a new Claim.
 func (p *Plugin) Admit(_ context.Context, a admission.Attributes, _ admission.ObjectInterfaces) error {
-	g, ok := guarded[a.GetResource().Resource]
-	if !ok || a.GetOperation() != admission.Create || a.GetResource().Group != gpu.GroupName || a.GetSubresource() != "" {
-		return nil
-	}
-	if inst, ok := a.GetObject().(*gpu.Instance); ok && inst.Spec.Stopped {
+	if a.GetResource().GroupResource() != gpu.Resource("claims") || a.GetOperation() != admission.Create || a.GetSubresource() != "" {
 		return nil
 	}
 	m, err := meta.Accessor(a.GetObject())
@@ -114,7 +112,7 @@ func (p *Plugin) Admit(_ context.Context, a admission.Attributes, _ admission.Ob
 		return apierrors.NewBadRequest(err.Error())
 	}
 	finalizers := m.GetFinalizers()
-	for _, f := range g.finalizers {
+	for _, f := range guarded["claims"].finalizers {
 		if !slices.Contains(finalizers, f.finalizer) {
 			finalizers = append(finalizers, f.finalizer)
 		}

@@ -180,15 +180,13 @@ func TestAdmit(t *testing.T) {
 		obj         metav1.Object
 		want        []string
 	}{
-		{name: "a new Instance", resource: "instances", op: admission.Create,
-			obj: &gpu.Instance{}, want: []string{gpu.InstanceFinalizer, ledger}},
 		{name: "a new Claim", resource: "claims", op: admission.Create,
 			obj: &gpu.Claim{}, want: []string{gpu.ClaimFinalizer, ledger}},
-		{name: "a new Instance with a finalizer of its own and one of Kiln's", resource: "instances", op: admission.Create,
-			obj:  &gpu.Instance{ObjectMeta: metav1.ObjectMeta{Finalizers: []string{"team/keep", ledger}}},
-			want: []string{"team/keep", ledger, gpu.InstanceFinalizer}},
-		{name: "a new Instance created stopped", resource: "instances", op: admission.Create,
-			obj: &gpu.Instance{Spec: gpu.InstanceSpec{Stopped: true}}},
+		{name: "a new Claim with a finalizer of its own and one of Kiln's", resource: "claims", op: admission.Create,
+			obj:  &gpu.Claim{ObjectMeta: metav1.ObjectMeta{Finalizers: []string{"team/keep", ledger}}},
+			want: []string{"team/keep", ledger, gpu.ClaimFinalizer}},
+		{name: "a new Instance (kiln-controller adds its finalizers)", resource: "instances", op: admission.Create,
+			obj: &gpu.Instance{}},
 		{name: "an update", resource: "claims", op: admission.Update,
 			obj: &gpu.Claim{}},
 		{name: "a status write", resource: "claims", subresource: "status", op: admission.Create,

@@ -59,10 +59,8 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) (time.Durat
 	// spent the update adding it would be refused for good. It makes no
 	// Pod before then, so nothing needs finalizing.
 	//
-	// KilnFinalizers admission sets both on create, but for an Instance
-	// created stopped; one stored before it, or with the plugin off, gets
-	// them here. The ledger's: kiln-apiserver takes it off once the
-	// Instance's card-hours are in its Budgets.
+	// The ledger's finalizer comes with it: kiln-apiserver takes it off
+	// once the Instance's card-hours are in its Budgets.
 	if missing := missingFinalizers(inst.Finalizers); len(missing) > 0 && !(inst.Spec.Stopped && inst.Status.Phase == "") {
 		cp := inst.DeepCopy()
 		cp.Finalizers = append(cp.Finalizers, missing...)
