@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	authorizationv1 "k8s.io/api/authorization/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -29,6 +30,33 @@ func bindEdit(t *testing.T, ns string) {
 	}
 	if _, err := cs.RbacV1().RoleBindings(ns).Create(context.Background(), rb, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
+	}
+	waitCanCreateInstances(t, tenantA, ns)
+}
+
+// waitCanCreateInstances waits until kube-apiserver's RBAC, which reads
+// bindings from an informer, lets user create Instances in ns: a request
+// right after a RoleBinding's create can still be refused (a CI run saw
+// a 403 at -parallel=32). Kiln asks the same kube-apiserver, so one
+// allowed review answers for both.
+func waitCanCreateInstances(t *testing.T, user, ns string) {
+	t.Helper()
+	cs, _ := adminClients(t)
+	review := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+		User: user,
+		ResourceAttributes: &authorizationv1.ResourceAttributes{
+			Namespace: ns, Verb: "create", Group: "gpu.kiln.dev", Resource: "instances",
+		},
+	}}
+	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		res, err := cs.AuthorizationV1().SubjectAccessReviews().Create(ctx, review, metav1.CreateOptions{})
+		if err != nil {
+			return false, err
+		}
+		return res.Status.Allowed, nil
+	})
+	if err != nil {
+		t.Fatalf("%s may not create Instances in %s after its RoleBinding: %v", user, ns, err)
 	}
 }
 

@@ -32,6 +32,7 @@ func TestInstanceLog(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	waitCanCreateInstances(t, tenantA, ns)
 	kc := tenant(tenantA)
 	mustKubectl(t, kc, cpuInstance("talker", ns, "cpu"), "create", "-f", "-")
 	waitInstance(t, ns, "talker", 90*time.Second, "Ready", phaseIs(gpuv1.InstanceReady))
