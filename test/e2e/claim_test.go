@@ -150,6 +150,7 @@ func unbound(t *testing.T, cs kubernetes.Interface, ns, name string) {
 // across 20 stop/start cycles, with those Pods waiting the whole time, the
 // cards never leave the Claim.
 func TestClaimHoldsAgainstScheduler(t *testing.T) {
+	t.Parallel()
 	ns := "e2e-claim-hold"
 	controllerNamespace(t, ns)
 	claimPool(t, "a100-hold", "NVIDIA-A100-HOLD", "claim-hold-0")
@@ -243,6 +244,7 @@ func TestClaimHoldsAgainstScheduler(t *testing.T) {
 // node, never split, although another empty node is there; a set that
 // cannot fit waits together with reason Capacity.
 func TestClaimSet(t *testing.T) {
+	t.Parallel()
 	ns := "e2e-claim-set"
 	controllerNamespace(t, ns)
 	claimPool(t, "a100-set", "NVIDIA-A100-SET", "claim-set-0", "claim-set-1")
@@ -333,8 +335,11 @@ func TestClaimLostAndPlacedAgain(t *testing.T) {
 // waiting on a timer (the pod garbage collector's 40 s, a Claim's expiry,
 // a holder kept Terminating, an idle limit), each on nodes of its own: one
 // after another they took 140 s of the serial tests, before the idle
-// stop; side by side, the longest.
+// stop; side by side, the longest. It runs with the parallel tests too
+// (79 s of the serial ones before): those start once every serial test
+// is done, so its real-0 subtest still has that node to itself.
 func TestTimers(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name string
 		test func(t *testing.T)

@@ -399,6 +399,7 @@ func waitPhase(t *testing.T, typ string, p gpuv1.InstanceTypePhase) {
 // namespace-per-test pattern; deletion goes through the controller's
 // finalizer.
 func TestDeleteRemovesPodAndService(t *testing.T) {
+	t.Parallel()
 	ns := "e2e-delete"
 	controllerNamespace(t, ns)
 	cs, _ := adminClients(t)
