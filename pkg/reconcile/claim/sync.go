@@ -93,6 +93,9 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) (time.Durat
 		return 0, err
 	}
 	c.observeUsage(s, holding(s.st.Phase))
+	if s.quiet {
+		return s.after, nil
+	}
 	return s.after, c.writeStatus(ctx, cl, s)
 }
 
@@ -117,6 +120,8 @@ type step struct {
 	now    metav1.Time
 	// after asks for another look then, even if nothing changes.
 	after time.Duration
+	// quiet leaves the stored status as it is this time (quietFor).
+	quiet bool
 	// events to record once the status is stored.
 	events []event
 }
@@ -207,6 +212,7 @@ func (c *Controller) syncHolding(ctx context.Context, s *step, t *v1alpha1.Insta
 		if apierrors.IsAlreadyExists(err) {
 			// Made moments ago; the informer has not shown it yet.
 			s.requeue(200 * time.Millisecond)
+			s.quiet = s.cl.Status.Phase == ""
 			return nil
 		}
 		if err != nil {
@@ -235,6 +241,13 @@ func (c *Controller) syncHolding(ctx context.Context, s *step, t *v1alpha1.Insta
 	bound := holder.Spec.NodeName == node
 	switch s.st.Phase {
 	case v1alpha1.ClaimPending:
+		if !bound && s.cl.Status.Phase == "" {
+			if wait := quietFor - s.now.Sub(holder.CreationTimestamp.Time); wait > 0 {
+				s.quiet = true
+				s.requeue(wait)
+				return nil
+			}
+		}
 		if !bound {
 			if since, ok := unschedulableSince(holder); ok && s.now.Sub(since) >= replaceAfter {
 				// The room was gone by the time the scheduler looked (a Pod
@@ -387,6 +400,16 @@ func (c *Controller) lost(ctx context.Context, s *step, node string, deleted boo
 // before the set is placed.
 const setSettle = 2 * time.Second
 
+// quietFor is how long a new Claim's holder may wait for the scheduler
+// before the Claim's status says Pending, Scheduling: the scheduler
+// usually binds it well within that, and the Claim's first status is then
+// Bound. Its status is one write through kiln-apiserver, with an Event,
+// and a watch event that queues the Claim once more; 1,000 Claims placed
+// at once wait on those writes (docs/benchmarks.md). The hold is counted
+// meanwhile by its holder Pod, and a new Claim, with no phase, is charged
+// as Pending is (accounting.ClaimPhaseCharged).
+const quietFor = 2 * time.Second
+
 // replaceAfter is how long a holder may stay unschedulable on the node
 // it was placed on before the Claim is placed again.
 const replaceAfter = 15 * time.Second
@@ -427,6 +450,10 @@ func (c *Controller) place(ctx context.Context, s *step) error {
 	s.st.NodeName = node
 	s.wait(v1alpha1.ClaimReasonScheduling, fmt.Sprintf("placed on node %s; waiting for the scheduler to bind its holder Pod", node))
 	s.requeue(time.Second)
+	// A Claim never written yet (a new one, placed at its first look)
+	// keeps its empty status while the scheduler binds its holder: see
+	// quietFor.
+	s.quiet = s.cl.Status.Phase == ""
 	return nil
 }
 

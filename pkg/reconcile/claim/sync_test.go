@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -69,6 +70,13 @@ func newFixture(t testing.TB, objs ...runtime.Object) *fixture {
 		recorder: record.NewFakeRecorder(100),
 		clock:    start,
 	}
+	// As kube-apiserver does: a new Claim's quiet wait counts from it.
+	f.kube.PrependReactor("create", "pods", func(a clienttesting.Action) (bool, runtime.Object, error) {
+		if p, ok := a.(clienttesting.CreateAction).GetObject().(*corev1.Pod); ok && p.CreationTimestamp.IsZero() {
+			p.CreationTimestamp = metav1.NewTime(f.clock)
+		}
+		return false, nil, nil
+	})
 	kubeInf := kubeinformers.NewSharedInformerFactory(f.kube, 0)
 	kilnInf := kilninformers.NewSharedInformerFactory(f.kiln, 0)
 	f.inf = queue.Informers{Kube: kubeInf, Kiln: kilnInf}
@@ -353,9 +361,10 @@ func TestSyncPlacesThenBinds(t *testing.T) {
 	if !slices.Contains(got.Finalizers, v1alpha1.ClaimFinalizer) {
 		t.Errorf("finalizers %v, want %s", got.Finalizers, v1alpha1.ClaimFinalizer)
 	}
-	wantState(t, got, v1alpha1.ClaimPending, v1alpha1.ClaimReasonScheduling)
-	if got.Status.NodeName != "gpu-2" || got.Status.ExpiresAt != nil || len(got.Status.Devices) != 0 {
-		t.Errorf("status %+v, want placed on the fuller gpu-2, no devices or expiry yet", got.Status)
+	// A new Claim's status is not written while the scheduler binds its
+	// holder (quietFor): the holder says where it is placed.
+	if slices.Contains(f.writes(), "update claims/status") || !equality.Semantic.DeepEqual(got.Status, v1alpha1.ClaimStatus{}) {
+		t.Errorf("status %+v written while the holder waits for the scheduler; writes %v", got.Status, f.writes())
 	}
 	h := f.pod(handover.HolderName(cl))
 	if h == nil {
@@ -371,12 +380,21 @@ func TestSyncPlacesThenBinds(t *testing.T) {
 	if h.Status.NominatedNodeName != "gpu-2" {
 		t.Errorf("holder nominatedNodeName %q, want gpu-2", h.Status.NominatedNodeName)
 	}
-	if events := f.events(); !slices.Equal(events, []string{"Normal Scheduling placed on node gpu-2; waiting for the scheduler to bind its holder Pod"}) {
-		t.Errorf("events %v", events)
+	if events := f.events(); len(events) != 0 {
+		t.Errorf("events %v before the holder waited %v", events, quietFor)
 	}
 
-	// Not bound yet: it waits, and makes no second holder.
+	// Its holder's add event, within quietFor: still quiet.
 	f.catchUp()
+	f.clock = start.Add(quietFor / 2)
+	if after := f.sync(); after != quietFor/2 {
+		t.Errorf("unbound within quietFor, requeue in %v, want %v", after, quietFor/2)
+	}
+	if w := f.writes(); len(w) != 0 {
+		t.Errorf("wrote %v within quietFor", w)
+	}
+
+	// Not bound after quietFor: it says so, and makes no second holder.
 	f.clock = start.Add(5 * time.Second)
 	if after := f.sync(); after != replaceAfter {
 		t.Errorf("while unbound, requeue in %v, want %v", after, replaceAfter)
@@ -384,7 +402,14 @@ func TestSyncPlacesThenBinds(t *testing.T) {
 	if slices.Contains(f.writes(), "create pods") {
 		t.Errorf("a second holder was created: %v", f.writes())
 	}
-	wantState(t, f.claim("train"), v1alpha1.ClaimPending, v1alpha1.ClaimReasonScheduling)
+	got = f.claim("train")
+	wantState(t, got, v1alpha1.ClaimPending, v1alpha1.ClaimReasonScheduling)
+	if got.Status.NodeName != "gpu-2" || got.Status.ExpiresAt != nil || len(got.Status.Devices) != 0 || got.Status.ObservedGeneration != 1 {
+		t.Errorf("status %+v, want placed on the fuller gpu-2, no devices or expiry yet", got.Status)
+	}
+	if events := f.events(); !slices.Equal(events, []string{"Normal Scheduling placed on node gpu-2; waiting for the scheduler to bind holder Pod train-hold"}) {
+		t.Errorf("events %v", events)
+	}
 
 	f.catchUp()
 	f.bind(handover.HolderName(cl), "gpu-2")
@@ -417,8 +442,8 @@ func TestSyncPlacesThenBinds(t *testing.T) {
 func TestSyncCountsPlacementsNotYetSeen(t *testing.T) {
 	f := newFixture(t, newClaim("train", 6), newClaim("other", 6), h100(), node("gpu-1"))
 	f.sync()
-	if got := f.claim("train"); got.Status.NodeName != "gpu-1" {
-		t.Fatalf("train not placed: %+v", got.Status)
+	if h := f.pod(handover.HolderName(f.claim("train"))); h == nil || handover.PinnedNode(h) != "gpu-1" {
+		t.Fatalf("train not placed on gpu-1: holder %v", h)
 	}
 	f.syncKey(cache.ObjectName{Namespace: tenant, Name: "other"})
 	wantState(t, f.claim("other"), v1alpha1.ClaimPending, v1alpha1.ClaimReasonCapacity)
@@ -444,8 +469,8 @@ func TestSyncHolderCreateFails(t *testing.T) {
 	}
 	failing = false
 	f.syncKey(cache.ObjectName{Namespace: tenant, Name: "other"})
-	if got := f.claim("other"); got.Status.NodeName != "gpu-1" {
-		t.Errorf("other not placed where train's failed placement was assumed: %+v", got.Status)
+	if h := f.pod(handover.HolderName(f.claim("other"))); h == nil || handover.PinnedNode(h) != "gpu-1" {
+		t.Errorf("other not placed where train's failed placement was assumed: holder %v", h)
 	}
 	f.catchUp()
 	f.sync()
@@ -1018,14 +1043,16 @@ func TestSyncWaitingReasons(t *testing.T) {
 				t.Errorf("requeue in %v, want a look again within %v", after, recheck)
 			}
 			got := f.claim("train")
-			wantState(t, got, v1alpha1.ClaimPending, tc.wantReason)
 			placed := tc.wantReason == v1alpha1.ClaimReasonScheduling
 			if h := f.pod(handover.HolderName(got)); (h != nil) != placed {
 				t.Errorf("holder %v, want one: %v", h, placed)
 			}
 			if placed {
+				// Its status waits for the scheduler's word (quietFor).
+				wantState(t, got, "", "")
 				return
 			}
+			wantState(t, got, v1alpha1.ClaimPending, tc.wantReason)
 			if msg := handover.WaitingMessage(got); msg != tc.wantMessage {
 				t.Errorf("message\n %q, want\n %q", msg, tc.wantMessage)
 			}
@@ -1067,7 +1094,7 @@ func TestSyncClaimSet(t *testing.T) {
 
 			for _, name := range []string{"train", "train-b"} {
 				got := f.claim(name)
-				if name == "train" {
+				if name == "train" && tc.wantNode == "" {
 					wantState(t, got, v1alpha1.ClaimPending, v1alpha1.ClaimReasonScheduling)
 				}
 				h := f.pod(handover.HolderName(got))
