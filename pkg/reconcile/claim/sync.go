@@ -242,9 +242,11 @@ func (c *Controller) syncHolding(ctx context.Context, s *step, t *v1alpha1.Insta
 	switch s.st.Phase {
 	case v1alpha1.ClaimPending:
 		if !bound && s.cl.Status.Phase == "" {
+			// A clock behind the API server's reads a negative age: at
+			// most quietFor later, look again.
 			if wait := quietFor - s.now.Sub(holder.CreationTimestamp.Time); wait > 0 {
 				s.quiet = true
-				s.requeue(wait)
+				s.requeue(min(wait, quietFor))
 				return nil
 			}
 		}
