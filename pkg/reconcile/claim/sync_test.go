@@ -437,6 +437,21 @@ func TestSyncPlacesThenBinds(t *testing.T) {
 	}
 }
 
+// A controller clock behind the API server's reads a new holder's age as
+// negative: the Claim stays quiet, but looks again within quietFor.
+func TestSyncQuietWaitBoundedUnderSkew(t *testing.T) {
+	f := newFixture(t, newClaim("train", 4), h100(), node("gpu-1"))
+	f.sync()
+	f.catchUp()
+	f.clock = start.Add(-time.Minute)
+	if after := f.sync(); after != quietFor {
+		t.Errorf("with the clock a minute behind, requeue in %v, want %v", after, quietFor)
+	}
+	if w := f.writes(); len(w) != 0 {
+		t.Errorf("wrote %v", w)
+	}
+}
+
 // The informer may not show a placement made moments ago: the next
 // placement must still count it, or two holders would share the room.
 func TestSyncCountsPlacementsNotYetSeen(t *testing.T) {
