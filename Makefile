@@ -301,7 +301,7 @@ e2e: e2e-cluster e2e-up e2e-install
 test-binaries: control-plane build node images images-next $(BIN)/kiln-up
 
 # -v: each test's time is in the log, which is how e2e's length is read.
-# -parallel=32: test/e2e's parallel tests (36 with subtests) mostly wait
+# -parallel=32: test/e2e's parallel tests (40 with subtests) mostly wait
 # on timers and on the cluster. Two at a time (the default, GOMAXPROCS),
 # the package took 547 s; 474 s with 8 at a time, 441 s with 32.
 e2e-cluster: test-binaries
