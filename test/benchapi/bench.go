@@ -54,10 +54,10 @@ type Config struct {
 	// EtcdPut measures raw etcd puts of an object's size; nil skips it.
 	EtcdPut func(ctx context.Context, n, workers, size int) (Sample, error)
 	// ProfileDir receives heap profiles, and CPU profiles of the servers
-	// while the workload named CPUProfile runs (for CPUProfileSeconds from
-	// its start).
+	// while each workload named in CPUProfiles runs (for CPUProfileSeconds
+	// from its start, at the first size it runs at).
 	ProfileDir        string
-	CPUProfile        string
+	CPUProfiles       []string
 	CPUProfileSeconds int
 	Log               io.Writer
 }
@@ -252,9 +252,9 @@ func (b *bench) interleave(ctx context.Context, name string, objects int, idx []
 // alike. Operations are built before the clock starts.
 func (b *bench) interleaveWith(ctx context.Context, name string, objects int, idx []int, workers int, build func(p *Path, i int) (Op, error)) (Row, error) {
 	row := Row{Workload: name, Objects: objects, Samples: map[string]Sample{}}
-	if name == b.cfg.CPUProfile && b.cfg.ProfileDir != "" {
+	if i := slices.Index(b.cfg.CPUProfiles, name); i >= 0 && b.cfg.ProfileDir != "" {
 		// Once: the first size this workload runs at.
-		b.cfg.CPUProfile = ""
+		b.cfg.CPUProfiles = slices.Delete(slices.Clone(b.cfg.CPUProfiles), i, i+1)
 		profiled := b.cpuProfiles(ctx, name)
 		defer func() { <-profiled }()
 	}

@@ -31,7 +31,8 @@ const (
 
 // Path is one way to the same Instance-shaped resource.
 type Path struct {
-	// Name is "crd", "aggregated" or "direct".
+	// Name is "crd", "aggregated" or "direct", with "-json" for a JSON
+	// client of a Kiln that serves protobuf.
 	Name string
 	// Client carries the credentials and TLS of Base.
 	Client *http.Client

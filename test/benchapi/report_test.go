@@ -1,6 +1,7 @@
 package benchapi
 
 import (
+	"strings"
 	"testing"
 	"time"
 )
@@ -109,5 +110,44 @@ ok  	kiln.dev/kiln/pkg/apiserver	6.200s`
 	want := AdmissionRow{Name: "budget", NsPerOp: 50164, P50: 23785, P99: 155631, BytesPerOp: 25771, AllocsPerOp: 148, Iterations: 24726, GOMAXPROCSTag: "2"}
 	if rows[1] != want {
 		t.Errorf("row = %+v, want %+v", rows[1], want)
+	}
+}
+
+func TestCPUTargets(t *testing.T) {
+	sample := func(kube, kiln, etcd time.Duration) Sample {
+		return Sample{Ops: 1000, Elapsed: time.Second, Latencies: []time.Duration{time.Millisecond},
+			CPU: map[string]time.Duration{"kube-apiserver": kube, "kiln-apiserver": kiln, "etcd": etcd}}
+	}
+	r := &Report{
+		Paths:    []string{"crd", "aggregated", "aggregated-json"},
+		Encoding: map[string]Encoding{"crd": JSON, "aggregated": Protobuf, "aggregated-json": JSON},
+		Rows: []Row{
+			// The smaller size is not read.
+			{Workload: "create", Objects: 10, Samples: map[string]Sample{
+				"crd": sample(time.Second, 0, 0), "aggregated": sample(0, 5*time.Second, 0),
+			}},
+			{Workload: "create", Objects: 100, Samples: map[string]Sample{
+				"crd":             sample(2*time.Second, 0, time.Second),
+				"aggregated":      sample(time.Second, time.Second, time.Second),
+				"aggregated-json": sample(time.Second, 1500*time.Millisecond, time.Second),
+			}},
+			{Workload: "get", Objects: 100, Samples: map[string]Sample{
+				"crd": sample(time.Second, 0, 0), "aggregated": sample(time.Second, 300*time.Millisecond, 0),
+			}},
+		},
+	}
+	want := []string{
+		"CPU per create at 100, against kube-apiserver's 2.000 s / 1k for the CRD: protobuf: Kiln 0.50× (≤ 0.5: met), whole path 1.00× (≤ 1.0: met); " +
+			"JSON: Kiln 0.75× (≤ 0.5: **not met**), whole path 1.17× (≤ 1.0: **not met**)",
+		"CPU per get at 100, against kube-apiserver's 1.000 s / 1k for the CRD: protobuf: Kiln 0.30× (≤ 0.2: **not met**)",
+	}
+	got := r.cpuTargets()
+	if len(got) != len(want) {
+		t.Fatalf("got %d lines, want %d:\n%s", len(got), len(want), strings.Join(got, "\n"))
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Errorf("line %d:\n got %s\nwant %s", i, got[i], want[i])
+		}
 	}
 }

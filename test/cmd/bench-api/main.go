@@ -50,7 +50,7 @@ func main() {
 		chunks        = flag.Int("chunks", 5, "turns the paths take in each workload")
 		watchers      = flag.String("watchers", "100,1000", "watcher counts")
 		admissionOut  = flag.String("admission-bench", "", "output of `go test -bench BenchmarkAdmissionChain` to include in the report")
-		cpuProfile    = flag.String("cpu-profile", "create", "record the servers' CPU profiles while this workload runs (empty: none)")
+		cpuProfile    = flag.String("cpu-profile", "create,get", "record the servers' CPU profiles while these workloads run, comma-separated (empty: none)")
 		encoding      = flag.String("kiln-encoding", "auto", "Kiln's request and response encoding: json, protobuf, or auto (protobuf if Kiln serves it)")
 	)
 	flag.Parse()
@@ -141,6 +141,12 @@ func run(ctx context.Context, dir, binDir, repoRoot, controllerGen, docs string,
 		{Name: "aggregated", Client: kubeHTTP, Base: admin.Host, Group: gpuv1.SchemeGroupVersion.Group, Encoding: enc},
 		{Name: "direct", Client: kilnHTTP, Base: c.KilnURL, Group: gpuv1.SchemeGroupVersion.Group, Encoding: enc},
 	}
+	if enc == benchapi.Protobuf {
+		// kubectl and dynamic clients speak JSON to Kiln whatever it serves.
+		paths = append(paths,
+			&benchapi.Path{Name: "aggregated-json", Client: kubeHTTP, Base: admin.Host, Group: gpuv1.SchemeGroupVersion.Group, Encoding: benchapi.JSON},
+			&benchapi.Path{Name: "direct-json", Client: kilnHTTP, Base: c.KilnURL, Group: gpuv1.SchemeGroupVersion.Group, Encoding: benchapi.JSON})
+	}
 	for _, p := range paths {
 		p.Namespace = "bench-" + p.Name
 		if _, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: p.Namespace}}, metav1.CreateOptions{}); err != nil {
@@ -170,7 +176,7 @@ func run(ctx context.Context, dir, binDir, repoRoot, controllerGen, docs string,
 		EtcdPut: func(ctx context.Context, n, workers, size int) (benchapi.Sample, error) {
 			return etcdPut(ctx, c.EtcdURL(), etcdPID, n, workers, size)
 		},
-		ProfileDir: dir, CPUProfile: cpuProfile, CPUProfileSeconds: 20,
+		ProfileDir: dir, CPUProfiles: strings.Split(cpuProfile, ","), CPUProfileSeconds: 20,
 		Log: os.Stderr,
 	})
 	if err != nil {
@@ -188,7 +194,7 @@ func run(ctx context.Context, dir, binDir, repoRoot, controllerGen, docs string,
 	var out strings.Builder
 	fmt.Fprintf(&out, "Measured %s on %s, %s (`make bench-api`).\n\n", time.Now().UTC().Format("2006-01-02"), commit(root), machine())
 	report.Markdown(&out)
-	fmt.Fprintf(&out, "\nProfiles of this run are in `%s`: `*.heap.pprof` with the objects stored, `*.%s.cpu.pprof` during that workload (`go tool pprof -top FILE`).\n", dir, cpuProfile)
+	fmt.Fprintf(&out, "\nProfiles of this run are in `%s`: `*.heap.pprof` with the objects stored, `*.WORKLOAD.cpu.pprof` for %s (`go tool pprof -top FILE`).\n", dir, cpuProfile)
 	fmt.Println(out.String())
 	if top, err := exec.Command("go", "tool", "pprof", "-top", "-nodecount=15", "-sample_index=inuse_space", filepath.Join(dir, "kiln-apiserver.heap.pprof")).Output(); err == nil {
 		fmt.Println("kiln-apiserver heap in use with the objects stored:")
