@@ -185,6 +185,8 @@ func (o *Options) Config(ctx context.Context) (*Config, error) {
 		o.kiln = k
 	} else if err := ro.ApplyTo(serverConfig); err != nil {
 		return nil, err
+	} else if rh := serverConfig.Authentication.RequestHeaderConfig; rh != nil && serverConfig.Authentication.Authenticator != nil {
+		serverConfig.Authentication.Authenticator = withFrontProxyCache(rh, serverConfig.Authentication.Authenticator)
 	}
 	return &Config{GenericConfig: serverConfig, kiln: o.kiln}, nil
 }
