@@ -90,6 +90,22 @@ func frontProxyConfig(ca dynamiccertificates.CAContentProvider) *authenticatorfa
 	}
 }
 
+// serverAuthenticator is what k8s.io/apiserver's delegating options build
+// from these CAs: request-header, client certificates (clientCA, if any),
+// then anonymous.
+func serverAuthenticator(t testing.TB, rh *authenticatorfactory.RequestHeaderConfig, clientCA dynamiccertificates.CAContentProvider) authenticator.Request {
+	t.Helper()
+	server, _, err := authenticatorfactory.DelegatingAuthenticatorConfig{
+		Anonymous:                          &apiserver.AnonymousAuthConfig{Enabled: true},
+		RequestHeaderConfig:                rh,
+		ClientCertificateCAContentProvider: clientCA,
+	}.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return server
+}
+
 func proxied(state *tls.ConnectionState, headers map[string]string) *http.Request {
 	req, _ := http.NewRequest(http.MethodGet, "https://kiln.test/apis", nil)
 	req.TLS = state
@@ -125,14 +141,7 @@ func TestFrontProxyAuthenticatorAnswersAsTheServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	rh := frontProxyConfig(newRotatingCA(t, proxyCA))
-	server, _, err := authenticatorfactory.DelegatingAuthenticatorConfig{
-		Anonymous:                          &apiserver.AnonymousAuthConfig{Enabled: true},
-		RequestHeaderConfig:                rh,
-		ClientCertificateCAContentProvider: clientBundle,
-	}.New()
-	if err != nil {
-		t.Fatal(err)
-	}
+	server := serverAuthenticator(t, rh, clientBundle)
 	later := time.Now().AddDate(1, 0, 0)
 	conn := func(c *x509.Certificate) *tls.ConnectionState {
 		return &tls.ConnectionState{PeerCertificates: []*x509.Certificate{c}}
@@ -250,13 +259,7 @@ func BenchmarkAuthenticateFrontProxy(b *testing.B) {
 		b.Fatal(err)
 	}
 	rh := frontProxyConfig(newRotatingCA(b, proxyCA))
-	server, _, err := authenticatorfactory.DelegatingAuthenticatorConfig{
-		Anonymous:           &apiserver.AnonymousAuthConfig{Enabled: true},
-		RequestHeaderConfig: rh,
-	}.New()
-	if err != nil {
-		b.Fatal(err)
-	}
+	server := serverAuthenticator(b, rh, nil)
 	state := &tls.ConnectionState{PeerCertificates: []*x509.Certificate{leafFor(b, proxyCA, "front-proxy-client", time.Now().AddDate(1, 0, 0))}}
 	headers := map[string]string{"X-Remote-User": "tenant-a", "X-Remote-Group": "team-a"}
 	for _, bc := range []struct {
