@@ -4,6 +4,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestServerSideApply is a tenant's GitOps loop: apply, re-apply without
@@ -13,30 +14,43 @@ func TestServerSideApply(t *testing.T) {
 	kc := tenant(tenantA)
 	manifest := instance("ssa-demo", tenantA, "h100", "nvcr.io/nvidia/pytorch:24.05-py3")
 	t.Cleanup(func() { kubectl(kc, "", "delete", "instance", "ssa-demo", "-n", tenantA, "--ignore-not-found") })
-	rv := func() string {
-		return mustKubectl(t, kc, "", "get", "instance", "ssa-demo", "-n", tenantA, "-o", "jsonpath={.metadata.resourceVersion}")
+	// What a write by kubectl would change: the generation, if it
+	// touched the spec, and the time on kubectl's managedFields entry,
+	// which the field manager sets whenever that manager's request
+	// changes the object. The resourceVersion cannot say: kiln-controller
+	// keeps writing status (devices, health, activity) after Ready.
+	applied := func() string {
+		return mustKubectl(t, kc, "", "get", "instance", "ssa-demo", "-n", tenantA, "--show-managed-fields", "-o",
+			`jsonpath=generation {.metadata.generation}{range .metadata.managedFields[?(@.manager=="kubectl")]}, {.operation} at {.time}{end}`)
 	}
 
 	out := mustKubectl(t, kc, manifest, "apply", "--server-side", "-f", "-")
 	if !strings.Contains(out, "instance.gpu.kiln.dev/ssa-demo serverside-applied") {
 		t.Errorf("first apply: %s", out)
 	}
-	// The controller adds its finalizer and writes status; once the
-	// Instance is Ready it has nothing more to write.
 	mustKubectl(t, kc, "", "wait", "--for=condition=Ready", "instance/ssa-demo", "-n", tenantA, "--timeout=90s")
-	first := rv()
+	first := applied()
+	// managedFields times are kept to the second: a write in the second
+	// of the first apply would not show.
+	stamp := mustKubectl(t, kc, "", "get", "instance", "ssa-demo", "-n", tenantA, "--show-managed-fields", "-o",
+		`jsonpath={.metadata.managedFields[?(@.manager=="kubectl")].time}`)
+	at, err := time.Parse(time.RFC3339, stamp)
+	if err != nil {
+		t.Fatalf("kubectl's managedFields time %q: %v", stamp, err)
+	}
+	time.Sleep(time.Until(at.Add(time.Second)))
 	managers := mustKubectl(t, kc, "", "get", "instance", "ssa-demo", "-n", tenantA, "--show-managed-fields", "-o", "jsonpath={.metadata.managedFields[*].manager}")
 	if !slices.Contains(strings.Fields(managers), "kubectl") {
 		t.Errorf("field managers after apply = %q, want kubectl among them", managers)
 	}
 
 	mustKubectl(t, kc, manifest, "apply", "--server-side", "-f", "-")
-	if again := rv(); again != first {
-		t.Errorf("re-applying the same manifest changed resourceVersion %s -> %s", first, again)
+	if again := applied(); again != first {
+		t.Errorf("re-applying the same manifest wrote: %s -> %s", first, again)
 	}
 
 	other := strings.Replace(manifest, "pytorch:24.05-py3", "pytorch:25.01-py3", 1)
-	_, err := kubectl(kc, other, "apply", "--server-side", "--field-manager=ci-bot", "-f", "-")
+	_, err = kubectl(kc, other, "apply", "--server-side", "--field-manager=ci-bot", "-f", "-")
 	if err == nil {
 		t.Fatal("a second manager's conflicting apply succeeded")
 	}
@@ -45,8 +59,12 @@ func TestServerSideApply(t *testing.T) {
 			t.Errorf("conflict error lacks %q: %v", w, err)
 		}
 	}
-	if after := rv(); after != first {
-		t.Errorf("the refused apply changed resourceVersion %s -> %s", first, after)
+	if after := applied(); after != first {
+		t.Errorf("the refused apply wrote: %s -> %s", first, after)
+	}
+	managers = mustKubectl(t, kc, "", "get", "instance", "ssa-demo", "-n", tenantA, "--show-managed-fields", "-o", "jsonpath={.metadata.managedFields[*].manager}")
+	if slices.Contains(strings.Fields(managers), "ci-bot") {
+		t.Errorf("field managers after the refused apply = %q, want no ci-bot", managers)
 	}
 	image := mustKubectl(t, kc, "", "get", "instance", "ssa-demo", "-n", tenantA, "-o", "jsonpath={.spec.image}")
 	if image != "nvcr.io/nvidia/pytorch:24.05-py3" {
