@@ -63,6 +63,31 @@ func waitFor[O any](t *testing.T, what string, timeout time.Duration, get func(c
 	return last
 }
 
+// recordedEvents lists, as tenant-a, the Events in ns that selector
+// picks, printed by jsonpath, until the output holds every want, for up
+// to 30 s; ok says whether it did. Controllers record Events through
+// client-go's broadcaster, which writes them after the status the test
+// waited for: a read right after that status races them.
+func recordedEvents(t *testing.T, ns, selector, jsonpath string, want ...string) (events string, ok bool) {
+	t.Helper()
+	holds := func(out string) bool {
+		for _, w := range want {
+			if !strings.Contains(out, w) {
+				return false
+			}
+		}
+		return true
+	}
+	_ = wait.PollUntilContextTimeout(context.Background(), 250*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+		out, err := kubectl(tenant(tenantA), "", "get", "events", "-n", ns, "--field-selector="+selector, "-o=jsonpath="+jsonpath)
+		if err == nil {
+			events = out
+		}
+		return err == nil && holds(out), nil
+	})
+	return events, holds(events)
+}
+
 // waitInstance polls the Instance until done says yes.
 func waitInstance(t *testing.T, ns, name string, timeout time.Duration, what string, done func(*gpuv1.Instance) bool) *gpuv1.Instance {
 	t.Helper()
@@ -377,8 +402,7 @@ spec:
 			return err
 		})
 	}
-	events := mustKubectl(t, tenant(tenantA), "", "get", "events", "-n", ns, "--field-selector=involvedObject.name=d1,reason=Drained", "-o=jsonpath={.items[*].message}")
-	if !strings.Contains(events, "instancetype cpu-drain is draining") {
+	if events, ok := recordedEvents(t, ns, "involvedObject.name=d1,reason=Drained", "{.items[*].message}", "instancetype cpu-drain is draining"); !ok {
 		t.Errorf("no Drained event on d1: %q", events)
 	}
 }
@@ -468,8 +492,7 @@ func TestForeignPodUntouched(t *testing.T) {
 	if !strings.Contains(inst.Status.Message, "Pod "+ns+"/taken already exists and is not owned by this Instance") {
 		t.Errorf("message %q does not name the Pod in the way", inst.Status.Message)
 	}
-	events := mustKubectl(t, tenant(tenantA), "", "get", "events", "-n", ns, "--field-selector=involvedObject.name=taken,involvedObject.kind=Instance,type=Warning", "-o=jsonpath={.items[*].reason}")
-	if !strings.Contains(events, instancectl.ReasonNameConflict) {
+	if events, ok := recordedEvents(t, ns, "involvedObject.name=taken,involvedObject.kind=Instance,type=Warning", "{.items[*].reason}", instancectl.ReasonNameConflict); !ok {
 		t.Errorf("no NameConflict Warning event: %q", events)
 	}
 	after, err := cs.CoreV1().Pods(ns).Get(ctx, "taken", metav1.GetOptions{})
@@ -585,8 +608,8 @@ func TestKubeletAdmissionFailureRebuilt(t *testing.T) {
 	if err != nil || !refused[string(last.UID)] || last.Status.Reason != "UnexpectedAdmissionError" {
 		t.Fatalf("the failed Pod is not left as the visible error: %v %v", last, err)
 	}
-	events := mustKubectl(t, tenant(tenantA), "", "get", "events", "-n", ns, "--field-selector=involvedObject.name=flaky,reason=UnexpectedAdmissionError", "-o=jsonpath={range .items[*]}{.message}{\"\\n\"}{end}")
-	if !strings.Contains(events, "rebuilding it (attempt 2)") || !strings.Contains(events, "Gave up after") {
+	if events, ok := recordedEvents(t, ns, "involvedObject.name=flaky,reason=UnexpectedAdmissionError", "{range .items[*]}{.message}{\"\\n\"}{end}",
+		"rebuilding it (attempt 2)", "Gave up after"); !ok {
 		t.Errorf("events do not tell the story:\n%s", events)
 	}
 }

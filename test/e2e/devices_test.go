@@ -118,8 +118,7 @@ func TestInstancesGetDistinctDevices(t *testing.T) {
 	if c := meta.FindStatusCondition(waitInstance(t, ns, "two-b", 10*time.Second, "allocated", allocated).Status.Conditions, gpuv1.InstanceConditionDeviceHealthy); c == nil || c.Status != metav1.ConditionTrue {
 		t.Errorf("two-b, on healthy devices: DeviceHealthy %+v, want True", c)
 	}
-	events := mustKubectl(t, tenant(tenantA), "", "get", "events", "-n", ns, "--field-selector=involvedObject.name=two-a,reason=DeviceUnhealthy", "-o=jsonpath={.items[*].message}")
-	if !strings.Contains(events, failed) {
+	if events, ok := recordedEvents(t, ns, "involvedObject.name=two-a,reason=DeviceUnhealthy", "{.items[*].message}", failed); !ok {
 		t.Errorf("no DeviceUnhealthy Event naming %s: %q", failed, events)
 	}
 	// kubectl get it shows FREE one lower.

@@ -34,9 +34,8 @@ func withIdleLimit(manifest string) string {
 // Warning Event, kubectl gpu why, and its card free again on node.
 func checkIdleStop(t *testing.T, ns, name, node, device string) {
 	t.Helper()
-	events := mustKubectl(t, tenant(tenantA), "", "get", "events", "-n", ns,
-		"--field-selector=involvedObject.name="+name+",reason=IdleLimit,type=Warning", "-o=jsonpath={.items[*].message}")
-	if !strings.Contains(events, "idle since") || !strings.Contains(events, "past its idle limit of "+idleLimit.String()) {
+	if events, ok := recordedEvents(t, ns, "involvedObject.name="+name+",reason=IdleLimit,type=Warning", "{.items[*].message}",
+		"idle since", "past its idle limit of "+idleLimit.String()); !ok {
 		t.Errorf("IdleLimit events of %s: %q, want one saying since when and the limit", name, events)
 	}
 	if why := mustKubectlGPU(t, tenant(tenantA), "why", name, "-n", ns); !strings.Contains(why, "kiln-controller stopped it for idleness") {

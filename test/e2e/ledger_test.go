@@ -117,9 +117,8 @@ func testLedger(t *testing.T) {
 		c := meta.FindStatusCondition(i.Status.Conditions, gpuv1.InstanceConditionBudgetExhausted)
 		return i.Spec.Stopped && c != nil && c.Status == metav1.ConditionTrue && phaseIs(gpuv1.InstanceStopped)(i)
 	})
-	events := mustKubectl(t, tenant(tenantA), "", "get", "events", "-n", ns,
-		"--field-selector=involvedObject.name=spender,reason=BudgetExhausted,type=Warning", "-o=jsonpath={.items[*].message}")
-	if !strings.Contains(events, "budget hours spent its accelerator-hours") {
+	if events, ok := recordedEvents(t, ns, "involvedObject.name=spender,reason=BudgetExhausted,type=Warning", "{.items[*].message}",
+		"budget hours spent its accelerator-hours"); !ok {
 		t.Errorf("BudgetExhausted events: %q, want one naming the Budget and its key", events)
 	}
 	if why := mustKubectlGPU(t, tenant(tenantA), "why", "spender", "-n", ns); !strings.Contains(why, "stopped it for spent card-hours") {
@@ -234,9 +233,8 @@ func testRealClaimSpent(t *testing.T) {
 	}
 	waitRealCardsFree(t)
 
-	events := mustKubectl(t, tenant(tenantA), "", "get", "events", "-n", ns,
-		"--field-selector=involvedObject.kind=Claim,involvedObject.name=held,reason=BudgetExhausted,type=Warning", "-o=jsonpath={.items[*].message}")
-	if !strings.Contains(events, "Released: budget hours spent its accelerator-hours") {
+	if events, ok := recordedEvents(t, ns, "involvedObject.kind=Claim,involvedObject.name=held,reason=BudgetExhausted,type=Warning", "{.items[*].message}",
+		"Released: budget hours spent its accelerator-hours"); !ok {
 		t.Errorf("BudgetExhausted events of the Claim: %q, want one naming the Budget and its key", events)
 	}
 	if why := mustKubectlGPU(t, tenant(tenantA), "why", "claim/held", "-n", ns); !strings.Contains(why, "BudgetExhausted") {

@@ -448,8 +448,7 @@ func TestRealNodeUnhealthyCard(t *testing.T) {
 		c := meta.FindStatusCondition(i.Status.Conditions, gpuv1.InstanceConditionDeviceHealthy)
 		return c != nil && c.Status == metav1.ConditionFalse && strings.Contains(c.Message, "device "+failed)
 	})
-	events := mustKubectl(t, tenant(tenantA), "", "get", "events", "-n", ns, "--field-selector=involvedObject.name=sick,reason=DeviceUnhealthy", "-o=jsonpath={.items[*].message}")
-	if !strings.Contains(events, failed) {
+	if events, ok := recordedEvents(t, ns, "involvedObject.name=sick,reason=DeviceUnhealthy", "{.items[*].message}", failed); !ok {
 		t.Errorf("no DeviceUnhealthy Event naming %s: %q", failed, events)
 	}
 	// The three healthy cards go to three new containers; the failed one
