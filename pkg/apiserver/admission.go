@@ -126,6 +126,9 @@ type kilnClients struct {
 	client    versioned.Interface
 	informers informers.SharedInformerFactory
 	budgets   *budgetloop.Reconciler
+	// cluster: the server has a cluster, and kiln-controller runs beside
+	// it; false in standalone mode.
+	cluster bool
 	// budgetStorage and budgetStatus are the registry's Budget storage
 	// and its /status, once New has built them.
 	budgetStorage atomic.Pointer[rest.Lister]
@@ -161,7 +164,7 @@ func newKilnClients(loopback *restclient.Config, kube kubeinformers.SharedInform
 		return nil, err
 	}
 	budgets.ServeMetrics()
-	return &kilnClients{client: client, informers: factory, budgets: budgets}, nil
+	return &kilnClients{client: client, informers: factory, budgets: budgets, cluster: kube != nil}, nil
 }
 
 // slimObject is the informers' transform. The Budget loop watches
@@ -196,7 +199,7 @@ func (k *kilnClients) initializer() admission.PluginInitializer {
 	return kilninit.New(k.client, k.informers, func(ctx context.Context, ns string) error {
 		_, err := k.budgets.Reconcile(ctx, ns)
 		return err
-	}, k.listBudgets, k.writeBudgetStatus)
+	}, k.listBudgets, k.writeBudgetStatus, k.cluster)
 }
 
 // useBudgetStorage makes the Budget plugin read Budgets from the registry

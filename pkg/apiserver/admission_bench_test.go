@@ -60,7 +60,7 @@ func BenchmarkAdmissionChain(b *testing.B) {
 		// No Budget loop: the Budget is counted already (status.used has
 		// the key), so a charge never recounts. Its informers would watch
 		// the fake's Budgets, whose watch panics once 100 events are unread.
-		kilninit.New(kc, factory, func(context.Context, string) error { return nil }, kilninit.ClientBudgetLister(kc), kilninit.ClientBudgetStatusWriter(kc, budgetplugin.FieldManager)),
+		kilninit.New(kc, factory, func(context.Context, string) error { return nil }, kilninit.ClientBudgetLister(kc), kilninit.ClientBudgetStatusWriter(kc, budgetplugin.FieldManager), true),
 	}
 	for _, p := range plugins {
 		initializers.Initialize(p)

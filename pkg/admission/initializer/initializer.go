@@ -99,18 +99,27 @@ type WantsBudgetStatusWriter interface {
 	admission.InitializationValidator
 }
 
+// WantsKilnController is implemented by plugins that do at admission what
+// kiln-controller would otherwise do first, and so only where it runs:
+// beside a server with a cluster, not a standalone one.
+type WantsKilnController interface {
+	SetKilnController(runs bool)
+}
+
 type pluginInitializer struct {
-	client    versioned.Interface
-	informers informers.SharedInformerFactory
-	recount   BudgetRecount
-	budgets   BudgetLister
-	status    BudgetStatusWriter
+	client     versioned.Interface
+	informers  informers.SharedInformerFactory
+	recount    BudgetRecount
+	budgets    BudgetLister
+	status     BudgetStatusWriter
+	controller bool
 }
 
 // New returns an initializer for Kiln's plugins. The server starts the
-// factory once every plugin has asked for its informers.
-func New(client versioned.Interface, factory informers.SharedInformerFactory, recount BudgetRecount, budgets BudgetLister, status BudgetStatusWriter) admission.PluginInitializer {
-	return pluginInitializer{client: client, informers: factory, recount: recount, budgets: budgets, status: status}
+// factory once every plugin has asked for its informers. controller says
+// whether kiln-controller runs beside the server (cluster mode).
+func New(client versioned.Interface, factory informers.SharedInformerFactory, recount BudgetRecount, budgets BudgetLister, status BudgetStatusWriter, controller bool) admission.PluginInitializer {
+	return pluginInitializer{client: client, informers: factory, recount: recount, budgets: budgets, status: status, controller: controller}
 }
 
 // Initialize hands a plugin what it wants.
@@ -129,5 +138,8 @@ func (i pluginInitializer) Initialize(plugin admission.Interface) {
 	}
 	if wants, ok := plugin.(WantsBudgetStatusWriter); ok {
 		wants.SetBudgetStatusWriter(i.status)
+	}
+	if wants, ok := plugin.(WantsKilnController); ok {
+		wants.SetKilnController(i.controller)
 	}
 }

@@ -17,18 +17,25 @@
 // reference off the Pod, kiln-controller would no longer find it as the
 // object's, and the Pod would run on, uncharged, once the object was gone.
 //
-// On a Claim's create it sets the Claim's, as Kubernetes' PVC protection
-// plugin sets its own: otherwise kiln-controller adds them with an update
-// of each new Claim before it places it, one more write through the chain
-// per Claim. The handler's field manager has run by then, so no manager
-// owns them, and a tenant's later server-side apply, which does not list
-// them, leaves them alone. kiln-controller still adds any that are
-// missing (Claims stored before, or this plugin disabled). Instances keep
-// getting theirs from kiln-controller: the Budget takes the controller's
+// On the create of a Claim, and of an Instance that is not stopped, it
+// sets their finalizers, as Kubernetes' PVC protection plugin sets its
+// own: otherwise kiln-controller adds them with an update of each new
+// object before it makes a Pod or places it, one more write through the
+// chain, and one more sync, per object. The handler's field manager has
+// run by then, so no manager owns them, and a tenant's later server-side
+// apply, which does not list them, leaves them alone. kiln-controller
+// still adds any that are missing (objects stored before, or this plugin
+// disabled).
+//
+// An Instance created stopped gets its finalizers from kiln-controller
+// once its status says Stopped: the Budget takes the controller's
 // finalizer on a stopped Instance with no phase as the sign that a Pod may
-// have been made (accounting.InstanceHolds), and set at create it would
-// keep every Instance stopped before the controller looked charged until
-// the controller reported it Stopped.
+// have been made (accounting.InstanceHolds), so set at create it would
+// charge an Instance that never ran until the controller looked. One
+// created running and stopped before the controller's first look stays
+// charged until that look, as one the controller had seen. A standalone
+// server sets no Instance finalizers: no kiln-controller runs there to
+// take them off, and no Pod is ever made.
 package kilnfinalizers
 
 import (
@@ -44,6 +51,7 @@ import (
 	genericinit "k8s.io/apiserver/pkg/admission/initializer"
 	"k8s.io/apiserver/pkg/authorization/authorizer"
 
+	kilninit "kiln.dev/kiln/pkg/admission/initializer"
 	"kiln.dev/kiln/pkg/apis/gpu"
 )
 
@@ -73,17 +81,21 @@ func Register(plugins *admission.Plugins) {
 	plugins.Register(PluginName, func(io.Reader) (admission.Interface, error) { return New(), nil })
 }
 
-// Plugin sets a new Claim's finalizers, and asks the authorizer before a
-// guarded finalizer goes.
+// Plugin sets the finalizers of a new Claim or running Instance, and asks
+// the authorizer before a guarded finalizer goes.
 type Plugin struct {
 	*admission.Handler
 	authz authorizer.Authorizer
+	// controller: kiln-controller runs beside the server, to take an
+	// Instance's finalizers off.
+	controller bool
 }
 
 var (
 	_ admission.MutationInterface   = &Plugin{}
 	_ admission.ValidationInterface = &Plugin{}
 	_ genericinit.WantsAuthorizer   = &Plugin{}
+	_ kilninit.WantsKilnController  = &Plugin{}
 )
 
 // New returns the plugin.
@@ -94,6 +106,9 @@ func New() *Plugin {
 // SetAuthorizer takes the server's authorizer.
 func (p *Plugin) SetAuthorizer(a authorizer.Authorizer) { p.authz = a }
 
+// SetKilnController says whether kiln-controller runs beside the server.
+func (p *Plugin) SetKilnController(runs bool) { p.controller = runs }
+
 // ValidateInitialization checks the plugin got an authorizer.
 func (p *Plugin) ValidateInitialization() error {
 	if p.authz == nil {
@@ -102,9 +117,20 @@ func (p *Plugin) ValidateInitialization() error {
 	return nil
 }
 
-// Admit sets the guarded finalizers of a new Claim.
+// Admit sets the guarded finalizers of a new Claim, and of a new Instance
+// that is not stopped where kiln-controller runs.
 func (p *Plugin) Admit(_ context.Context, a admission.Attributes, _ admission.ObjectInterfaces) error {
-	if a.GetResource().GroupResource() != gpu.Resource("claims") || a.GetOperation() != admission.Create || a.GetSubresource() != "" {
+	if a.GetResource().Group != gpu.GroupName || a.GetOperation() != admission.Create || a.GetSubresource() != "" {
+		return nil
+	}
+	resource := a.GetResource().Resource
+	switch obj := a.GetObject().(type) {
+	case *gpu.Claim:
+	case *gpu.Instance:
+		if !p.controller || obj.Spec.Stopped {
+			return nil
+		}
+	default:
 		return nil
 	}
 	m, err := meta.Accessor(a.GetObject())
@@ -112,7 +138,7 @@ func (p *Plugin) Admit(_ context.Context, a admission.Attributes, _ admission.Ob
 		return apierrors.NewBadRequest(err.Error())
 	}
 	finalizers := m.GetFinalizers()
-	for _, f := range guarded["claims"].finalizers {
+	for _, f := range guarded[resource].finalizers {
 		if !slices.Contains(finalizers, f.finalizer) {
 			finalizers = append(finalizers, f.finalizer)
 		}

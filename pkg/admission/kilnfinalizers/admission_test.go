@@ -178,19 +178,34 @@ func TestAdmit(t *testing.T) {
 		subresource string
 		op          admission.Operation
 		obj         metav1.Object
-		want        []string
+		// standalone: no kiln-controller runs beside the server.
+		standalone bool
+		want       []string
 	}{
 		{name: "a new Claim", resource: "claims", op: admission.Create,
 			obj: &gpu.Claim{}, want: []string{gpu.ClaimFinalizer, ledger}},
 		{name: "a new Claim with a finalizer of its own and one of Kiln's", resource: "claims", op: admission.Create,
 			obj:  &gpu.Claim{ObjectMeta: metav1.ObjectMeta{Finalizers: []string{"team/keep", ledger}}},
 			want: []string{"team/keep", ledger, gpu.ClaimFinalizer}},
-		{name: "a new Instance (kiln-controller adds its finalizers)", resource: "instances", op: admission.Create,
+		{name: "a new Claim, standalone", resource: "claims", op: admission.Create, standalone: true,
+			obj: &gpu.Claim{}, want: []string{gpu.ClaimFinalizer, ledger}},
+		{name: "a new Instance", resource: "instances", op: admission.Create,
+			obj: &gpu.Instance{}, want: []string{gpu.InstanceFinalizer, ledger}},
+		{name: "a new Instance with a finalizer of its own", resource: "instances", op: admission.Create,
+			obj:  &gpu.Instance{ObjectMeta: metav1.ObjectMeta{Finalizers: []string{"team/keep"}}},
+			want: []string{"team/keep", gpu.InstanceFinalizer, ledger}},
+		{name: "a new Instance created stopped (kiln-controller adds them once it is Stopped)", resource: "instances", op: admission.Create,
+			obj: &gpu.Instance{Spec: gpu.InstanceSpec{Stopped: true}}},
+		{name: "a new Instance, standalone (no kiln-controller to take them off)", resource: "instances", op: admission.Create, standalone: true,
 			obj: &gpu.Instance{}},
 		{name: "an update", resource: "claims", op: admission.Update,
 			obj: &gpu.Claim{}},
+		{name: "an Instance's update", resource: "instances", op: admission.Update,
+			obj: &gpu.Instance{}},
 		{name: "a status write", resource: "claims", subresource: "status", op: admission.Create,
 			obj: &gpu.Claim{}},
+		{name: "an Instance's start", resource: "instances", subresource: "start", op: admission.Create,
+			obj: &gpu.Instance{}},
 		{name: "a Budget", resource: "budgets", op: admission.Create,
 			obj: &gpu.Budget{}},
 	} {
@@ -202,7 +217,9 @@ func TestAdmit(t *testing.T) {
 			a := admission.NewAttributesRecord(tc.obj.(runtime.Object), old, gpu.Kind("Instance").WithVersion("v1alpha1"), "team-a", "train",
 				gpu.Resource(tc.resource).WithVersion("v1alpha1"), tc.subresource, tc.op, &metav1.CreateOptions{}, false,
 				&user.DefaultInfo{Name: "tenant-a"})
-			if err := New().Admit(context.Background(), a, nil); err != nil {
+			p := New()
+			p.SetKilnController(!tc.standalone)
+			if err := p.Admit(context.Background(), a, nil); err != nil {
 				t.Fatal(err)
 			}
 			if got := tc.obj.GetFinalizers(); !slices.Equal(got, tc.want) {

@@ -97,6 +97,12 @@ func run(ctx context.Context, dir, binDir, repoRoot, controllerGen, docs string,
 		NoController: true,
 		// The heap profile endpoint forces the GC the memory figures need.
 		APIServerFlags: []string{"--profiling=true"},
+		// KilnFinalizers sets kiln-controller's finalizers on a running
+		// Instance's create, and no controller is here to take them off:
+		// a delete would only mark the Instance, where the CRD's removes
+		// the object. Its checks of updates and deletes cost next to
+		// nothing.
+		KilnFlags: []string{"--disable-admission-plugins=KilnFinalizers"},
 		Log:            os.Stderr,
 	})
 	if err != nil {
