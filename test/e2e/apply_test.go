@@ -43,10 +43,21 @@ func TestServerSideApply(t *testing.T) {
 	if !slices.Contains(strings.Fields(managers), "kubectl") {
 		t.Errorf("field managers after apply = %q, want kubectl among them", managers)
 	}
+	// KilnFinalizers set kiln-controller's finalizers in the create, after
+	// the field manager: no manager owns them (the controller's update
+	// would have), so no apply takes them off.
+	finalizers := mustKubectl(t, kc, "", "get", "instance", "ssa-demo", "-n", tenantA, "--show-managed-fields", "-o",
+		`jsonpath={.metadata.finalizers}{"\n"}{.metadata.managedFields[*].fieldsV1}`)
+	if f, owners, _ := strings.Cut(finalizers, "\n"); f != `["gpu.kiln.dev/instance-controller","gpu.kiln.dev/ledger"]` || strings.Contains(owners, "f:finalizers") {
+		t.Errorf("finalizers %s, owned in %s; want Kiln's two, set at create and owned by no manager", f, owners)
+	}
 
 	mustKubectl(t, kc, manifest, "apply", "--server-side", "-f", "-")
 	if again := applied(); again != first {
 		t.Errorf("re-applying the same manifest wrote: %s -> %s", first, again)
+	}
+	if f := mustKubectl(t, kc, "", "get", "instance", "ssa-demo", "-n", tenantA, "-o", "jsonpath={.metadata.finalizers}"); f != `["gpu.kiln.dev/instance-controller","gpu.kiln.dev/ledger"]` {
+		t.Errorf("finalizers after the re-apply: %s", f)
 	}
 
 	other := strings.Replace(manifest, "pytorch:24.05-py3", "pytorch:25.01-py3", 1)
