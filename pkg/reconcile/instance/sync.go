@@ -60,7 +60,9 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) (time.Durat
 	// Pod before then, so nothing needs finalizing.
 	//
 	// The ledger's finalizer comes with it: kiln-apiserver takes it off
-	// once the Instance's card-hours are in its Budgets.
+	// once the Instance's card-hours are in its Budgets. An Instance
+	// created running has both from KilnFinalizers, set in its create;
+	// this update is for those created stopped, or stored without them.
 	if missing := missingFinalizers(inst.Finalizers); len(missing) > 0 && !(inst.Spec.Stopped && inst.Status.Phase == "") {
 		cp := inst.DeepCopy()
 		cp.Finalizers = append(cp.Finalizers, missing...)
