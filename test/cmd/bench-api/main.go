@@ -103,7 +103,7 @@ func run(ctx context.Context, dir, binDir, repoRoot, controllerGen, docs string,
 		// the object. Its checks of updates and deletes cost next to
 		// nothing.
 		KilnFlags: []string{"--disable-admission-plugins=KilnFinalizers"},
-		Log:            os.Stderr,
+		Log:       os.Stderr,
 	})
 	if err != nil {
 		return err
