@@ -19,6 +19,8 @@ func TestServerSideApply(t *testing.T) {
 	// which the field manager sets whenever that manager's request
 	// changes the object. The resourceVersion cannot say: kiln-controller
 	// keeps writing status (devices, health, activity) after Ready.
+	// Kiln's two finalizers, as jsonpath prints metadata.finalizers.
+	const kilnFinalizers = `["gpu.kiln.dev/instance-controller","gpu.kiln.dev/ledger"]`
 	applied := func() string {
 		return mustKubectl(t, kc, "", "get", "instance", "ssa-demo", "-n", tenantA, "--show-managed-fields", "-o",
 			`jsonpath=generation {.metadata.generation}{range .metadata.managedFields[?(@.manager=="kubectl")]}, {.operation} at {.time}{end}`)
@@ -48,7 +50,7 @@ func TestServerSideApply(t *testing.T) {
 	// would have), so no apply takes them off.
 	finalizers := mustKubectl(t, kc, "", "get", "instance", "ssa-demo", "-n", tenantA, "--show-managed-fields", "-o",
 		`jsonpath={.metadata.finalizers}{"\n"}{.metadata.managedFields[*].fieldsV1}`)
-	if f, owners, _ := strings.Cut(finalizers, "\n"); f != `["gpu.kiln.dev/instance-controller","gpu.kiln.dev/ledger"]` || strings.Contains(owners, "f:finalizers") {
+	if f, owners, _ := strings.Cut(finalizers, "\n"); f != kilnFinalizers || strings.Contains(owners, "f:finalizers") {
 		t.Errorf("finalizers %s, owned in %s; want Kiln's two, set at create and owned by no manager", f, owners)
 	}
 
@@ -56,7 +58,7 @@ func TestServerSideApply(t *testing.T) {
 	if again := applied(); again != first {
 		t.Errorf("re-applying the same manifest wrote: %s -> %s", first, again)
 	}
-	if f := mustKubectl(t, kc, "", "get", "instance", "ssa-demo", "-n", tenantA, "-o", "jsonpath={.metadata.finalizers}"); f != `["gpu.kiln.dev/instance-controller","gpu.kiln.dev/ledger"]` {
+	if f := mustKubectl(t, kc, "", "get", "instance", "ssa-demo", "-n", tenantA, "-o", "jsonpath={.metadata.finalizers}"); f != kilnFinalizers {
 		t.Errorf("finalizers after the re-apply: %s", f)
 	}
 
