@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"os"
 	"os/exec"
@@ -86,7 +87,7 @@ func BenchmarkScale(b *testing.B) {
 			"--instance-workers=16", fmt.Sprintf("--claim-workers=%d", size.claimWorkers), "--profiling"},
 	})
 	defer c.Stop()
-	s := &scaleRun{b: b, c: c, kube: kube, kiln: kiln, size: size}
+	s := &scaleRun{b: b, c: c, kube: kube, kiln: kiln, size: size, direct: directClient(b, c)}
 	// What was measured is printed even when a step fails.
 	defer s.print()
 	typ := s.createType(ctx)
@@ -122,12 +123,14 @@ func BenchmarkScale(b *testing.B) {
 
 	pairs := "scale-pairs"
 	createNamespace(b, kube, pairs)
+	writes := s.writes(ctx)
 	rPairs := timeToDone(b, size.new, "p-", func(ctx context.Context, name string) error {
 		return createGPUPair(ctx, kube, typ, pairs, name)
 	}, func(ctx context.Context) (watch.Interface, error) {
 		return kube.CoreV1().Pods(pairs).Watch(ctx, metav1.ListOptions{})
 	}, podReady)
 	s.latencyRows(fmt.Sprintf("%d bare Pod+Service pairs, create → Pod Ready", size.new), rPairs)
+	s.writeRows(ctx, writes, size.new, "bare pair")
 	s.scheduled(ctx, pairs, fmt.Sprintf("%d bare Pods, create → bound by kube-scheduler", size.new))
 	cleanup(b, kube, pairs)
 
@@ -136,16 +139,20 @@ func BenchmarkScale(b *testing.B) {
 	capacity := s.watchCapacity(ctx, typ.Name, big)
 	cpu = s.cpu()
 	syncs := s.controllerQueue("instancetype")
+	writes = s.writes(ctx)
 	waitProfiles = s.profile("new")
 	rNew := timeToDone(b, size.new, "n-", func(ctx context.Context, name string) error {
 		return createGPUInstance(ctx, kiln, big, name, "")
 	}, func(ctx context.Context) (watch.Interface, error) {
 		return kiln.GpuV1alpha1().Instances(big).Watch(ctx, metav1.ListOptions{})
 	}, instanceReady)
+	// Read as the last one is Ready: the profiles run on for 20 s, and
+	// what the components do idle in that time is not the Instances'.
+	s.cpuRows(cpu, size.new, "new Instance")
+	s.writeRows(ctx, writes, size.new, "new Instance")
 	waitProfiles()
 	s.latencyRows(fmt.Sprintf("%d new Instances in one namespace, create → Ready", size.new), rNew)
 	s.ratio("new Instances ÷ bare pairs, all Ready", rNew.total, rPairs.total, "≤ 1.3")
-	s.cpuRows(cpu, size.new, "new Instance")
 	s.capacityRows(capacity.stop(), syncs)
 
 	s.admission(ctx, big)
@@ -274,6 +281,9 @@ type scaleRun struct {
 	size scaleSize
 	rss0 map[string]int64
 	rows [][2]string
+	// direct reaches kiln-apiserver as the admin, past kube-apiserver,
+	// for its profiles and metrics.
+	direct *http.Client
 }
 
 func (s *scaleRun) row(format string, d time.Duration, args ...any) {
@@ -382,21 +392,12 @@ func (s *scaleRun) cpuRows(before map[string]time.Duration, n int, what string) 
 // over the next 20 s, and keeps them in the run's directory as
 // <component>.<step>.cpu.pprof; wait waits for them.
 func (s *scaleRun) profile(step string) (wait func()) {
-	// The admin's client certificate, straight to kiln-apiserver, as
-	// bench-api reaches it.
-	direct := rest.CopyConfig(s.c.AdminConfig)
-	direct.Host = s.c.KilnURL
-	direct.TLSClientConfig.CAData, direct.TLSClientConfig.CAFile = nil, s.c.KilnCAFile
-	kiln, err := rest.HTTPClientFor(direct)
-	if err != nil {
-		s.b.Fatal(err)
-	}
 	var wg sync.WaitGroup
 	for _, target := range []struct {
 		component, base string
 		client          *http.Client
 	}{
-		{"kiln-apiserver", s.c.KilnURL, kiln},
+		{"kiln-apiserver", s.c.KilnURL, s.direct},
 		{"kiln-controller", s.c.ControllerMetricsURL(), http.DefaultClient},
 	} {
 		wg.Go(func() {
@@ -407,6 +408,95 @@ func (s *scaleRun) profile(step string) (wait func()) {
 		})
 	}
 	return wg.Wait
+}
+
+// directClient carries the admin's client certificate straight to
+// kiln-apiserver, as bench-api reaches it.
+func directClient(b *testing.B, c *localcluster.Cluster) *http.Client {
+	direct := rest.CopyConfig(c.AdminConfig)
+	direct.Host = c.KilnURL
+	direct.TLSClientConfig.CAData, direct.TLSClientConfig.CAFile = nil, c.KilnCAFile
+	client, err := rest.HTTPClientFor(direct)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return client
+}
+
+// writes counts the write requests each API server has served so far,
+// by "verb resource[/subresource]", from apiserver_request_total.
+func (s *scaleRun) writes(ctx context.Context) map[string]map[string]float64 {
+	kube, err := s.kube.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
+	if err != nil {
+		s.b.Fatal(err)
+	}
+	resp, err := s.direct.Get(s.c.KilnURL + "/metrics")
+	if err != nil {
+		s.b.Fatal(err)
+	}
+	defer resp.Body.Close()
+	kiln, err := io.ReadAll(resp.Body)
+	if err != nil {
+		s.b.Fatal(err)
+	}
+	return map[string]map[string]float64{
+		"kube-apiserver": requestCounts(strings.NewReader(string(kube))),
+		"kiln-apiserver": requestCounts(strings.NewReader(string(kiln))),
+	}
+}
+
+// writeRows adds, per API server, the writes it served since before per
+// n objects: what each object costs in requests, and in etcd writes.
+func (s *scaleRun) writeRows(ctx context.Context, before map[string]map[string]float64, n int, what string) {
+	after := s.writes(ctx)
+	for _, server := range []string{"kube-apiserver", "kiln-apiserver"} {
+		var parts []string
+		for _, k := range slices.Sorted(maps.Keys(after[server])) {
+			if per := (after[server][k] - before[server][k]) / float64(n); per >= 0.005 {
+				parts = append(parts, fmt.Sprintf("%s %.2f", k, per))
+			}
+		}
+		if len(parts) == 0 {
+			parts = []string{"none"}
+		}
+		s.rows = append(s.rows, [2]string{fmt.Sprintf("%s writes per %s", server, what), strings.Join(parts, ", ")})
+	}
+}
+
+// requestCounts sums apiserver_request_total over codes and scopes for
+// each write verb and resource.
+func requestCounts(r io.Reader) map[string]float64 {
+	out := map[string]float64{}
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		name, rest, ok := strings.Cut(sc.Text(), "{")
+		if !ok || name != "apiserver_request_total" {
+			continue
+		}
+		end := strings.LastIndexByte(rest, '}')
+		if end < 0 {
+			continue
+		}
+		labels := map[string]string{}
+		for kv := range strings.SplitSeq(rest[:end], ",") {
+			k, v, _ := strings.Cut(kv, "=")
+			labels[k] = strings.Trim(v, `"`)
+		}
+		switch labels["verb"] {
+		case "POST", "PUT", "PATCH", "APPLY", "DELETE", "DELETECOLLECTION":
+		default:
+			continue
+		}
+		key := labels["verb"] + " " + labels["resource"]
+		if sub := labels["subresource"]; sub != "" {
+			key += "/" + sub
+		}
+		if v, err := strconv.ParseFloat(strings.TrimSpace(rest[end+1:]), 64); err == nil {
+			out[key] += v
+		}
+	}
+	return out
 }
 
 // controllerMetric sums the samples of a kiln-controller metric whose
