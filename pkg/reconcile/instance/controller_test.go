@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -457,6 +458,103 @@ func TestSyncNewInstanceIsStarting(t *testing.T) {
 	f.wantPhase(v1alpha1.InstanceStarting, ReasonStarting)
 	if events := f.events(); hasEvent(events, corev1.EventTypeWarning) {
 		t.Errorf("a new Instance recorded a Warning: %v", events)
+	}
+}
+
+// TestSyncNewInstanceQuiet: a new Instance keeps its empty status while
+// its first Pod is younger than quietFor and only starting, then says
+// Starting; Ready, or a Pod the scheduler could not place, is written at
+// once.
+func TestSyncNewInstanceQuiet(t *testing.T) {
+	unbound := func(p *corev1.Pod) {
+		p.Spec.NodeName = ""
+		p.Status = corev1.PodStatus{Phase: corev1.PodPending}
+	}
+	for _, tc := range []struct {
+		name string
+		// age of the Pod; none means the sync makes it.
+		age    time.Duration
+		noPod  bool
+		pod    func(*corev1.Pod)
+		status v1alpha1.InstanceStatus
+		// wantPhase "" means no status write.
+		wantPhase  v1alpha1.InstancePhase
+		wantReason string
+		wantAfter  time.Duration
+		wantEvents []string
+	}{{
+		name: "Pod made by this sync", noPod: true, wantAfter: quietFor,
+	}, {
+		name: "not yet seen by the scheduler", pod: unbound, wantAfter: quietFor,
+	}, {
+		name: "scheduled, not ready", age: 1500 * time.Millisecond, wantAfter: 500 * time.Millisecond,
+	}, {
+		name: "API server's clock ahead", age: -time.Minute, pod: unbound, wantAfter: quietFor,
+	}, {
+		name: "quiet over", age: quietFor,
+		wantPhase: v1alpha1.InstanceStarting, wantReason: ReasonStarting, wantEvents: []string{"Normal Starting scheduled on gpu-1, waiting for it to become ready"},
+	}, {
+		name: "ready within quietFor", age: time.Second,
+		pod:       func(p *corev1.Pod) { p.Status.Conditions = append(p.Status.Conditions, ready()) },
+		wantPhase: v1alpha1.InstanceReady, wantReason: ReasonPodReady, wantEvents: []string{"Normal Ready running on gpu-1"},
+	}, {
+		name: "unschedulable", age: 0,
+		pod: func(p *corev1.Pod) {
+			unbound(p)
+			p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable, Message: "0/3 nodes are available"}}
+		},
+		wantPhase: v1alpha1.InstancePending, wantReason: ReasonUnschedulable, wantEvents: []string{"Warning Pending 0/3 nodes are available"},
+	}, {
+		name: "Pod on its way out", age: 0,
+		pod: func(p *corev1.Pod) {
+			p.DeletionTimestamp = &metav1.Time{Time: started.Add(time.Second)}
+			p.DeletionGracePeriodSeconds = ptr.To[int64](1)
+		},
+		wantPhase: v1alpha1.InstanceStarting, wantReason: ReasonStarting, wantEvents: []string{"Normal Starting waiting for the previous Pod to go"},
+	}, {
+		name: "status written before", age: 0, pod: unbound,
+		status:    v1alpha1.InstanceStatus{Phase: v1alpha1.InstanceStarting, Message: "creating the Pod"},
+		wantPhase: v1alpha1.InstanceStarting, wantReason: ReasonStarting,
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			inst := running()
+			inst.Status = tc.status
+			objs := []runtime.Object{inst, h100(), gpuNode(), ownedService(inst, nodePort("jupyter", 8888, 30001))}
+			if !tc.noPod {
+				pod := renderedPod(t, inst, h100(), nil, "pod-1")
+				if tc.pod != nil {
+					tc.pod(pod)
+				}
+				objs = append(objs, pod)
+			}
+			f := newFixture(t, Options{}, objs...)
+			// As kube-apiserver stamps a Pod it creates, and one made
+			// age ago.
+			f.kube.PrependReactor("create", "pods", func(a clienttesting.Action) (bool, runtime.Object, error) {
+				a.(clienttesting.CreateAction).GetObject().(*corev1.Pod).CreationTimestamp = metav1.NewTime(f.clock)
+				return false, nil, nil
+			})
+			if !tc.noPod {
+				pod := f.pod()
+				pod.CreationTimestamp = metav1.NewTime(f.clock.Add(-tc.age))
+				f.set(pod)
+			}
+			after := f.sync()
+
+			if tc.wantPhase == "" {
+				if f.wrote("update", "instances/status") {
+					t.Errorf("status written while quiet: %+v", f.instance().Status)
+				}
+			} else {
+				f.wantPhase(tc.wantPhase, tc.wantReason)
+			}
+			if after != tc.wantAfter {
+				t.Errorf("requeue after %v, want %v", after, tc.wantAfter)
+			}
+			if diff := cmp.Diff(tc.wantEvents, f.events(), cmpopts.EquateEmpty()); diff != "" {
+				t.Errorf("events (-want +got):\n%s", diff)
+			}
+		})
 	}
 }
 

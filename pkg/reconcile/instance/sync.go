@@ -137,7 +137,40 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) (time.Durat
 		o.podOverdue, left = c.podOverdue(o.pod)
 		after = minRequeue(after, left)
 	}
-	return after, c.writeStatus(ctx, inst, computeStatus(o))
+	st := computeStatus(o)
+	if wait := c.quietWait(&o, st); wait > 0 {
+		return minRequeue(after, wait), nil
+	}
+	return after, c.writeStatus(ctx, inst, st)
+}
+
+// quietFor is how long a new Instance's first Pod may take to become
+// Ready before the Instance's status says Starting: on a node with the
+// image at hand it is usually Ready well within that, and the first status
+// is then Ready. Each status write goes through kube-apiserver's proxy
+// and kiln-apiserver's chain, with an Event, and its watch event queues
+// the Instance once more; 1,000 Instances created at once wait on those
+// writes (docs/benchmarks.md). Budgets charge an Instance with no phase
+// as they charge Starting (accounting.InstanceHolds), so nothing is
+// counted less meanwhile. Claims wait the same way (claim.quietFor).
+const quietFor = 2 * time.Second
+
+// quietWait is how much longer an Instance never written yet keeps its
+// empty status while its Pod starts (quietFor); 0 when st is to be
+// written now. Only plain starting waits: a Pod the scheduler could not
+// place, a refusal, a failure or a Pod on its way out is news at once,
+// the last for the ledger's run it closes.
+func (c *Controller) quietWait(o *observed, st v1alpha1.InstanceStatus) time.Duration {
+	pod := o.pod
+	if o.inst.Status.Phase != "" || st.Phase != v1alpha1.InstanceStarting ||
+		pod == nil || pod.CreationTimestamp.IsZero() || pod.DeletionTimestamp != nil || !o.podDeletedAt.IsZero() {
+		return 0
+	}
+	if c := meta.FindStatusCondition(st.Conditions, v1alpha1.InstanceConditionReady); c == nil || c.Reason != ReasonStarting {
+		return 0
+	}
+	// A clock behind the API server's waits no longer than quietFor.
+	return min(quietFor-c.now().Sub(pod.CreationTimestamp.Time), quietFor)
 }
 
 // missingFinalizers are those of Finalizer and the ledger's that have is
