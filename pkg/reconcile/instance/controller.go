@@ -86,6 +86,9 @@ type Controller struct {
 	// its Pods. It is memory only: a restarted controller grants a new
 	// window, which errs on the side of trying again.
 	failures map[types.UID]*admissionFailures
+
+	// made holds the Pods created that the informer has not shown yet.
+	made madePods
 }
 
 type admissionFailures struct {
@@ -205,7 +208,7 @@ func (c *Controller) watch(inf queue.Informers, instances cache.TypedSharedIndex
 	)); err != nil {
 		return err
 	}
-	if err := queue.Watch(c.queue, coreinformers.ToTypedPodInformer(core.Pods()).TypedInformer(), controlledHandler[*corev1.Pod](c)); err != nil {
+	if err := queue.Watch(c.queue, coreinformers.ToTypedPodInformer(core.Pods()).TypedInformer(), c.podHandler()); err != nil {
 		return err
 	}
 	if err := queue.Watch(c.queue, coreinformers.ToTypedServiceInformer(core.Services()).TypedInformer(), controlledHandler[*corev1.Service](c)); err != nil {
@@ -267,6 +270,27 @@ func controlledHandler[O queue.Object](c *Controller) cache.TypedResourceEventHa
 	})
 }
 
+// podHandler is controlledHandler for Pods, which also ends what made
+// remembers of a name once the informer has an event for it: the cache is
+// updated before any handler hears of the event.
+func (c *Controller) podHandler() cache.TypedResourceEventHandlerFuncs[*corev1.Pod] {
+	h := controlledHandler[*corev1.Pod](c)
+	add, update, del := h.AddFunc, h.UpdateFunc, h.DeleteFunc
+	h.AddFunc = func(p *corev1.Pod) {
+		c.made.seen(cache.MetaObjectToName(p))
+		add(p)
+	}
+	h.UpdateFunc = func(old, p *corev1.Pod) {
+		c.made.seen(cache.MetaObjectToName(p))
+		update(old, p)
+	}
+	h.DeleteFunc = func(d cache.DeletedObject[*corev1.Pod]) {
+		c.made.seen(d.GetObjectName())
+		del(d)
+	}
+	return h
+}
+
 // enqueueController queues the Instance that controls obj (a Pod or
 // Service), as sample-controller's handleObject does; objects no Instance
 // controls are none of this loop's business.
@@ -323,7 +347,7 @@ func (c *Controller) Run(ctx context.Context, workers int) error {
 func (c *Controller) podOf(inst *v1alpha1.Instance) (owned, foreign *corev1.Pod, err error) {
 	pod, err := c.pods.Pods(inst.Namespace).Get(inst.Name)
 	if apierrors.IsNotFound(err) {
-		return nil, nil, nil
+		return c.made.get(cache.MetaObjectToName(inst), inst.UID, c.now()), nil, nil
 	}
 	if err != nil {
 		return nil, nil, err

@@ -286,12 +286,16 @@ func (c *Controller) syncPod(ctx context.Context, o *observed, t *v1alpha1.Insta
 		if err := c.stillWanted(ctx, inst); err != nil {
 			return 0, err
 		}
+		key := cache.MetaObjectToName(inst)
+		c.made.begin(key, c.now())
 		created, err := c.kube.CoreV1().Pods(inst.Namespace).Create(ctx, desired, metav1.CreateOptions{FieldManager: ManagedBy})
 		if err != nil {
+			c.made.forget(key)
 			// AlreadyExists: the informer has not seen a Pod created
 			// before (by us, before a restart); look again.
 			return 0, err
 		}
+		c.made.made(key, created)
 		o.pod = created
 		klog.FromContext(ctx).V(2).Info("Created Pod", "pod", klog.KObj(created))
 		if claimNode != "" {
