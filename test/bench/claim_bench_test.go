@@ -244,6 +244,7 @@ func timeToDone(b *testing.B, n int, prefix string, create func(context.Context,
 	}
 	close(names)
 	wg.Wait()
+	created := time.Since(start)
 	select {
 	case <-allDone:
 	case <-time.After(15 * time.Minute):
@@ -263,7 +264,7 @@ func timeToDone(b *testing.B, n int, prefix string, create func(context.Context,
 	if len(lat) == 0 {
 		b.Fatalf("none of %d created", n)
 	}
-	return result{total: total, p50: lat[len(lat)/2], p99: lat[len(lat)*99/100], failed: n - want}
+	return result{total: total, p50: lat[len(lat)/2], p99: lat[len(lat)*99/100], created: created, failed: n - want}
 }
 
 // claimBound and instanceReady say whether a watched object is done.

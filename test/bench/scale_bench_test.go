@@ -91,6 +91,7 @@ func BenchmarkScale(b *testing.B) {
 	// What was measured is printed even when a step fails.
 	defer s.print()
 	typ := s.createType(ctx)
+	s.floor = s.idleCPU(5 * time.Second)
 
 	s.rss("before the Instances")
 	nsName := func(i int) string { return fmt.Sprintf("scale-%03d", i%size.namespaces) }
@@ -123,12 +124,15 @@ func BenchmarkScale(b *testing.B) {
 
 	pairs := "scale-pairs"
 	createNamespace(b, kube, pairs)
+	idle := s.settle(fmt.Sprintf("%d bare pairs", size.new))
+	cpu = s.cpu()
 	writes := s.writes(ctx)
 	rPairs := timeToDone(b, size.new, "p-", func(ctx context.Context, name string) error {
 		return createGPUPair(ctx, kube, typ, pairs, name)
 	}, func(ctx context.Context) (watch.Interface, error) {
 		return kube.CoreV1().Pods(pairs).Watch(ctx, metav1.ListOptions{})
 	}, podReady)
+	s.lessIdleRows(cpu, idle, rPairs.total, size.new, "bare pair")
 	s.latencyRows(fmt.Sprintf("%d bare Pod+Service pairs, create → Pod Ready", size.new), rPairs)
 	s.writeRows(ctx, writes, size.new, "bare pair")
 	s.scheduled(ctx, pairs, fmt.Sprintf("%d bare Pods, create → bound by kube-scheduler", size.new))
@@ -137,18 +141,21 @@ func BenchmarkScale(b *testing.B) {
 	big := "scale-big"
 	s.namespaceWithBudget(ctx, big, int64(size.new+scaleAdmissionCreates))
 	capacity := s.watchCapacity(ctx, typ.Name, big)
+	idle = s.settle(fmt.Sprintf("%d new Instances", size.new))
 	cpu = s.cpu()
 	syncs := s.controllerQueue("instancetype")
 	writes = s.writes(ctx)
 	waitProfiles = s.profile("new")
 	rNew := timeToDone(b, size.new, "n-", func(ctx context.Context, name string) error {
-		return createGPUInstance(ctx, kiln, big, name, "")
+		_, err := kiln.GpuV1alpha1().Instances(big).Create(ctx, gpuInstance(typ, big, name), metav1.CreateOptions{})
+		return err
 	}, func(ctx context.Context) (watch.Interface, error) {
 		return kiln.GpuV1alpha1().Instances(big).Watch(ctx, metav1.ListOptions{})
 	}, instanceReady)
 	// Read as the last one is Ready: the profiles run on for 20 s, and
 	// what the components do idle in that time is not the Instances'.
 	s.cpuRows(cpu, size.new, "new Instance")
+	s.lessIdleRows(cpu, idle, rNew.total, size.new, "new Instance")
 	s.writeRows(ctx, writes, size.new, "new Instance")
 	waitProfiles()
 	s.latencyRows(fmt.Sprintf("%d new Instances in one namespace, create → Ready", size.new), rNew)
@@ -260,8 +267,11 @@ func nameIndex(name string) int {
 
 // createGPUPair creates the Pod and Service kiln-controller would render
 // for a one-card Instance of t, without the owner reference.
-func createGPUPair(ctx context.Context, kube kubernetes.Interface, t *gpuv1.InstanceType, ns, name string) error {
-	inst := &gpuv1.Instance{
+// gpuInstance is a new Instance of the step that compares them with bare
+// pairs: one card and one port, so kiln-controller makes a Pod and a
+// Service for it as a pair is.
+func gpuInstance(t *gpuv1.InstanceType, ns, name string) *gpuv1.Instance {
+	return &gpuv1.Instance{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
 		Spec: gpuv1.InstanceSpec{
 			Type: t.Name, Image: "busybox:1",
@@ -269,7 +279,10 @@ func createGPUPair(ctx context.Context, kube kubernetes.Interface, t *gpuv1.Inst
 			Ports:     []gpuv1.InstancePort{{Name: "http", Port: 8080, Protocol: corev1.ProtocolTCP}},
 		},
 	}
-	return createPair(ctx, kube, inst, t)
+}
+
+func createGPUPair(ctx context.Context, kube kubernetes.Interface, t *gpuv1.InstanceType, ns, name string) error {
+	return createPair(ctx, kube, gpuInstance(t, ns, name), t)
 }
 
 // scaleRun is one BenchmarkScale run and the rows of its table.
@@ -280,7 +293,10 @@ type scaleRun struct {
 	kiln versioned.Interface
 	size scaleSize
 	rss0 map[string]int64
-	rows [][2]string
+	// floor is each component's CPU per second with the nodes up and
+	// nothing else asked (idleCPU).
+	floor map[string]time.Duration
+	rows  [][2]string
 	// direct reaches kiln-apiserver as the admin, past kube-apiserver,
 	// for its profiles and metrics.
 	direct *http.Client
@@ -295,6 +311,7 @@ func (s *scaleRun) latencyRows(what string, r result) {
 		s.rows = append(s.rows, [2]string{what + ", creates that failed", strconv.Itoa(r.failed)})
 	}
 	s.row("%s, all", r.total, what)
+	s.row("%s, the last create answered", r.created, what)
 	s.row("%s, p50", r.p50, what)
 	s.row("%s, p99", r.p99, what)
 }
@@ -345,6 +362,9 @@ func (s *scaleRun) namespaceWithBudget(ctx context.Context, ns string, cards int
 
 var scaleComponents = []string{"kube-apiserver", "kiln-apiserver", "kiln-controller", "etcd"}
 
+// settleComponents are every process of the cluster, which settle waits on.
+var settleComponents = append([]string{"kube-controller-manager", "kube-scheduler", "kwok"}, scaleComponents...)
+
 // rss adds a row per component's resident memory and returns them.
 func (s *scaleRun) rss(when string) map[string]int64 {
 	out := map[string]int64{}
@@ -364,10 +384,10 @@ func (s *scaleRun) rss(when string) map[string]int64 {
 	return out
 }
 
-// cpu reads each component's CPU time so far.
+// cpu reads each component's CPU time so far, of settleComponents.
 func (s *scaleRun) cpu() map[string]time.Duration {
 	out := map[string]time.Duration{}
-	for _, name := range scaleComponents {
+	for _, name := range settleComponents {
 		pid, err := s.c.PID(name)
 		if err != nil {
 			s.b.Fatal(err)
@@ -385,6 +405,56 @@ func (s *scaleRun) cpuRows(before map[string]time.Duration, n int, what string) 
 	for _, name := range scaleComponents {
 		per := (after[name] - before[name]) / time.Duration(n)
 		s.rows = append(s.rows, [2]string{fmt.Sprintf("%s CPU per %s", name, what), fmt.Sprintf("%.2f ms", float64(per)/float64(time.Millisecond))})
+	}
+}
+
+// idleCPU is each component's CPU per second over d, with nothing asked
+// of it but what earlier steps left running.
+func (s *scaleRun) idleCPU(d time.Duration) map[string]time.Duration {
+	before := s.cpu()
+	time.Sleep(d)
+	after := s.cpu()
+	out := map[string]time.Duration{}
+	for name := range after {
+		out[name] = (after[name] - before[name]) * time.Second / d
+	}
+	return out
+}
+
+// settle waits, at most two minutes, until the components together
+// spend no more CPU per second over 2 s than their floor, by a fifth and
+// 50 ms/s: the aftermath of a step (a burst's Pods going Running, their
+// Events, recounts) would otherwise share the cores with the next, and
+// two steps compared with each other would not start alike. It returns
+// each component's rate over the last window, and adds a row of the wait.
+func (s *scaleRun) settle(what string) map[string]time.Duration {
+	total := func(m map[string]time.Duration) (t time.Duration) {
+		for _, d := range m {
+			t += d
+		}
+		return t
+	}
+	limit := total(s.floor)*6/5 + 50*time.Millisecond
+	start := time.Now()
+	rate := s.idleCPU(2 * time.Second)
+	for total(rate) > limit && time.Since(start) < 2*time.Minute {
+		rate = s.idleCPU(2 * time.Second)
+	}
+	s.rows = append(s.rows, [2]string{fmt.Sprintf("settled before the %s (all components under %.0f ms/s, the floor %.0f ms/s)", what,
+		float64(limit)/float64(time.Millisecond), float64(total(s.floor))/float64(time.Millisecond)),
+		fmt.Sprintf("%s, at %.0f ms/s", seconds(time.Since(start)), float64(total(rate))/float64(time.Millisecond))})
+	return rate
+}
+
+// lessIdleRows adds each component's CPU since before per n objects, less
+// what it spent idle at the rate idle over the step's elapsed time: the
+// objects' own cost, which a step that takes longer does not inflate.
+func (s *scaleRun) lessIdleRows(before, idle map[string]time.Duration, elapsed time.Duration, n int, what string) {
+	after := s.cpu()
+	for _, name := range scaleComponents {
+		spent := after[name] - before[name] - time.Duration(float64(idle[name])*elapsed.Seconds())
+		s.rows = append(s.rows, [2]string{fmt.Sprintf("%s CPU per %s, less idle (%.0f ms/s)", name, what, float64(idle[name])/float64(time.Millisecond)),
+			fmt.Sprintf("%.2f ms", float64(spent/time.Duration(n))/float64(time.Millisecond))})
 	}
 }
 
