@@ -99,6 +99,7 @@ func BenchmarkScale(b *testing.B) {
 		s.namespaceWithBudget(ctx, nsName(i), int64(size.instances/size.namespaces+size.claims/size.namespaces+2))
 	}
 	cpu := s.cpu()
+	writes := s.writes(ctx)
 	r := timeToDone(b, size.instances, "f-", func(ctx context.Context, name string) error {
 		return createGPUInstance(ctx, kiln, nsName(nameIndex(name)), name, "")
 	}, func(ctx context.Context) (watch.Interface, error) {
@@ -106,8 +107,11 @@ func BenchmarkScale(b *testing.B) {
 	}, instanceReady)
 	s.latencyRows(fmt.Sprintf("fill: %d Instances in %d namespaces, create → Ready", size.instances, size.namespaces), r)
 	s.cpuRows(cpu, size.instances, "Instance")
+	s.writeRows(ctx, writes, size.instances, "Instance of the fill")
 	rssFull := s.rss(fmt.Sprintf("with %d Instances", size.instances))
 
+	writes = s.writes(ctx)
+	claimSyncs := s.controllerQueue("claim")
 	waitProfiles := s.profile("claims")
 	r = timeToDone(b, size.claims, "c-", func(ctx context.Context, name string) error {
 		_, err := kiln.GpuV1alpha1().Claims(nsName(nameIndex(name))).Create(ctx, &gpuv1.Claim{
@@ -118,6 +122,9 @@ func BenchmarkScale(b *testing.B) {
 	}, func(ctx context.Context) (watch.Interface, error) {
 		return kiln.GpuV1alpha1().Claims("").Watch(ctx, metav1.ListOptions{})
 	}, claimBound)
+	// Read before the profiles end, as the new Instances' are.
+	s.writeRows(ctx, writes, size.claims, "Claim")
+	s.queueRows("claim", claimSyncs, fmt.Sprintf("the %d Claims", size.claims))
 	waitProfiles()
 	s.latencyRows(fmt.Sprintf("%d Claims placed at once, create → Bound", size.claims), r)
 	s.holderPhases(ctx, size.claims)
@@ -126,7 +133,7 @@ func BenchmarkScale(b *testing.B) {
 	createNamespace(b, kube, pairs)
 	idle := s.settle(fmt.Sprintf("%d bare pairs", size.new))
 	cpu = s.cpu()
-	writes := s.writes(ctx)
+	writes = s.writes(ctx)
 	rPairs := timeToDone(b, size.new, "p-", func(ctx context.Context, name string) error {
 		return createGPUPair(ctx, kube, typ, pairs, name)
 	}, func(ctx context.Context) (watch.Interface, error) {
@@ -143,7 +150,7 @@ func BenchmarkScale(b *testing.B) {
 	capacity := s.watchCapacity(ctx, typ.Name, big)
 	idle = s.settle(fmt.Sprintf("%d new Instances", size.new))
 	cpu = s.cpu()
-	syncs := s.controllerQueue("instancetype")
+	syncs, instanceSyncs := s.controllerQueue("instancetype"), s.controllerQueue("instance")
 	writes = s.writes(ctx)
 	waitProfiles = s.profile("new")
 	rNew := timeToDone(b, size.new, "n-", func(ctx context.Context, name string) error {
@@ -157,6 +164,7 @@ func BenchmarkScale(b *testing.B) {
 	s.cpuRows(cpu, size.new, "new Instance")
 	s.lessIdleRows(cpu, idle, rNew.total, size.new, "new Instance")
 	s.writeRows(ctx, writes, size.new, "new Instance")
+	s.queueRows("instance", instanceSyncs, fmt.Sprintf("the %d new Instances", size.new))
 	waitProfiles()
 	s.latencyRows(fmt.Sprintf("%d new Instances in one namespace, create → Ready", size.new), rNew)
 	s.ratio("new Instances ÷ bare pairs, all Ready", rNew.total, rPairs.total, "≤ 1.3")
@@ -601,15 +609,30 @@ func sumMetric(r io.Reader, metric, label string) float64 {
 	return sum
 }
 
-// queueStats are a work queue's processed items and time spent on them.
-type queueStats struct{ count, seconds float64 }
+// queueStats are a work queue's processed items, the time spent on them,
+// and the time they waited in the queue.
+type queueStats struct{ count, seconds, waited float64 }
 
 func (s *scaleRun) controllerQueue(name string) queueStats {
 	label := `name="` + name + `"`
 	return queueStats{
 		count:   s.controllerMetric("workqueue_work_duration_seconds_count", label),
 		seconds: s.controllerMetric("workqueue_work_duration_seconds_sum", label),
+		waited:  s.controllerMetric("workqueue_queue_duration_seconds_sum", label),
 	}
+}
+
+// queueRows adds what a kiln-controller queue did since before: syncs,
+// their mean time, and their mean wait in the queue, which says whether
+// the loop's workers kept up.
+func (s *scaleRun) queueRows(name string, before queueStats, what string) {
+	after := s.controllerQueue(name)
+	n := after.count - before.count
+	if n <= 0 {
+		return
+	}
+	s.rows = append(s.rows, [2]string{fmt.Sprintf("%s queue during %s: syncs, mean sync, mean wait in the queue", name, what),
+		fmt.Sprintf("%.0f, %.1f ms, %.1f ms", n, (after.seconds-before.seconds)/n*1000, (after.waited-before.waited)/n*1000)})
 }
 
 // capacityWatch records, while the new Instances start, when each Pod of
