@@ -44,12 +44,13 @@ func (m *madePods) begin(key cache.ObjectName, now time.Time) {
 	m.m[key] = madePod{at: now}
 }
 
-// made records the created Pod, unless an event came meanwhile.
+// made records the created Pod, unless an event came meanwhile. It keeps
+// a copy: the sync that made it goes on with its own.
 func (m *madePods) made(key cache.ObjectName, pod *corev1.Pod) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if e, ok := m.m[key]; ok {
-		e.pod = pod
+		e.pod = pod.DeepCopy()
 		m.m[key] = e
 	}
 }
