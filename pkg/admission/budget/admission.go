@@ -18,6 +18,7 @@ import (
 	"io"
 	"slices"
 	"sort"
+	"sync"
 	"time"
 
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
@@ -66,6 +67,7 @@ type Plugin struct {
 	budgets     kilninit.BudgetLister
 	writeStatus kilninit.BudgetStatusWriter
 	now         func() time.Time
+	turns       turns
 }
 
 var (
@@ -150,6 +152,13 @@ func (p *Plugin) Validate(ctx context.Context, a admission.Attributes, _ admissi
 	if !p.WaitForReady() {
 		return admission.NewForbidden(a, fmt.Errorf("not yet ready to handle request: InstanceTypes are still loading"))
 	}
+	if !a.IsDryRun() {
+		release, err := p.turns.take(ctx, a.GetNamespace())
+		if err != nil {
+			return apierrors.NewTimeoutError(fmt.Sprintf("waiting to charge the budgets of namespace %q: %v", a.GetNamespace(), err), 1)
+		}
+		defer release()
+	}
 	// A consistent read, not the informer: a Budget created a moment ago
 	// binds every write that follows its creation, and an informer that has
 	// not seen it yet would let those through uncharged.
@@ -185,6 +194,38 @@ func (p *Plugin) Validate(ctx context.Context, a admission.Attributes, _ admissi
 		}
 	}
 	return nil
+}
+
+// turns lets one write of a namespace at a time through the charge in
+// this server. Concurrent charges of one Budget all read the same
+// version, and all but one lose the compare-and-swap and read again: 16
+// clients creating in one namespace got 21 creates a second through,
+// against 81 spread over 20 namespaces (docs/benchmarks.md). In turn,
+// each reads what the one before it wrote. The compare-and-swap stays,
+// for other replicas and the Budget loop's recounts.
+type turns struct {
+	mu sync.Mutex
+	ns map[string]chan struct{}
+}
+
+// take waits for the namespace's turn, or for ctx; release ends it.
+func (t *turns) take(ctx context.Context, ns string) (release func(), err error) {
+	t.mu.Lock()
+	if t.ns == nil {
+		t.ns = map[string]chan struct{}{}
+	}
+	turn, ok := t.ns[ns]
+	if !ok {
+		turn = make(chan struct{}, 1)
+		t.ns[ns] = turn
+	}
+	t.mu.Unlock()
+	select {
+	case turn <- struct{}{}:
+		return func() { <-turn }, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
 }
 
 // taken answers a create of a name already stored as storage would, 409,

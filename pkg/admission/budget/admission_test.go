@@ -1033,3 +1033,36 @@ func TestChargeSettlesStoredCreates(t *testing.T) {
 			charge("Instance", "train", "", list("accelerators", "2"))},
 	}})
 }
+
+func TestTurns(t *testing.T) {
+	var tr turns
+	ctx := t.Context()
+	release, err := tr.take(ctx, "tenant-a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Another namespace is not held up.
+	other, err := tr.take(ctx, "tenant-b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	other()
+	// The same namespace waits for the turn, or gives up with its request.
+	short, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	defer cancel()
+	if _, err := tr.take(short, "tenant-a"); err == nil {
+		t.Fatal("a second turn of tenant-a while the first was held")
+	}
+	got := make(chan error, 1)
+	go func() {
+		next, err := tr.take(ctx, "tenant-a")
+		if err == nil {
+			next()
+		}
+		got <- err
+	}()
+	release()
+	if err := <-got; err != nil {
+		t.Errorf("the next turn after release: %v", err)
+	}
+}
