@@ -56,8 +56,9 @@ type frontProxyAuthenticator struct {
 // anything else (no certificate, one not from the front-proxy CA, a name
 // not allowed, no user header) goes to the server's own, whole.
 func withFrontProxyCache(c *authenticatorfactory.RequestHeaderConfig, next authenticator.Request) authenticator.Request {
-	// The server's own adds system:authenticated after its union.
-	return unionauth.New(group.NewAuthenticatedGroupAdder(newFrontProxyAuthenticator(c)), next)
+	// The server's own adds system:authenticated after its union. The mark
+	// goes on last, so nothing after takes it off (proxiedauthz.go).
+	return unionauth.New(markProxied(group.NewAuthenticatedGroupAdder(newFrontProxyAuthenticator(c))), next)
 }
 
 func newFrontProxyAuthenticator(c *authenticatorfactory.RequestHeaderConfig) *frontProxyAuthenticator {

@@ -153,8 +153,10 @@ func TestFrontProxyAuthenticatorAnswersAsTheServer(t *testing.T) {
 		tls     *tls.ConnectionState
 		headers map[string]string
 		want    string
+		// marked: the user is proxiedUser, authorized as proxiedauthz.go says.
+		marked bool
 	}{
-		{name: "front proxy", tls: proxy, headers: tenant, want: `tenant-a "u-1" [team-a system:authenticated]`},
+		{name: "front proxy", tls: proxy, headers: tenant, want: `tenant-a "u-1" [team-a system:authenticated]`, marked: true},
 		{name: "front proxy, no user header", tls: proxy, headers: map[string]string{"X-Remote-Group": "system:masters"}, want: "error"},
 		{name: "front proxy CA, name not allowed", tls: conn(leafFor(t, proxyCA, "someone", later)), headers: tenant, want: "error"},
 		{name: "front proxy, expired", tls: conn(leafFor(t, proxyCA, "front-proxy-client", time.Now().Add(-time.Minute))), headers: tenant, want: "error"},
@@ -167,7 +169,13 @@ func TestFrontProxyAuthenticatorAnswersAsTheServer(t *testing.T) {
 			for i := range 2 { // the second look may come from the cache
 				alone, viaCache := proxied(tc.tls, tc.headers), proxied(tc.tls, tc.headers)
 				want := describe(server.AuthenticateRequest(alone))
-				got := describe(cached.AuthenticateRequest(viaCache))
+				resp, ok, err := cached.AuthenticateRequest(viaCache)
+				got := describe(resp, ok, err)
+				if ok {
+					if _, marked := resp.User.(proxiedUser); marked != tc.marked {
+						t.Errorf("request %d: user marked as proxied: %v, want %v", i+1, marked, tc.marked)
+					}
+				}
 				if want != tc.want {
 					t.Fatalf("the server's own authenticator: %s, the test expects %s", want, tc.want)
 				}

@@ -187,6 +187,9 @@ func (o *Options) Config(ctx context.Context) (*Config, error) {
 		return nil, err
 	} else if rh := serverConfig.Authentication.RequestHeaderConfig; rh != nil && serverConfig.Authentication.Authenticator != nil {
 		serverConfig.Authentication.Authenticator = withFrontProxyCache(rh, serverConfig.Authentication.Authenticator)
+		if a := serverConfig.Authorization.Authorizer; a != nil {
+			serverConfig.Authorization.Authorizer = proxiedAuthorizer{next: a}
+		}
 	}
 	return &Config{GenericConfig: serverConfig, kiln: o.kiln}, nil
 }
