@@ -30,22 +30,24 @@ import (
 
 	gpuv1 "kiln.dev/kiln/pkg/apis/gpu/v1alpha1"
 	"kiln.dev/kiln/pkg/generated/clientset/versioned"
+	instancectl "kiln.dev/kiln/pkg/reconcile/instance"
 	"kiln.dev/kiln/test/benchapi"
 	"kiln.dev/kiln/test/localcluster"
 )
 
-// scaleSize is BenchmarkScale's cluster and kiln-controller's Claim
-// workers. BENCH_SCALE overrides any of it, for a quick look, e.g.
+// scaleSize is BenchmarkScale's cluster, kiln-controller's Claim workers
+// and kube-scheduler's client QPS (0: its own default, 50 and a burst of
+// 100). BENCH_SCALE overrides any of it, for a quick look, e.g.
 // BENCH_SCALE="nodes=50,instances=200,namespaces=10,claims=50,new=50", or
 // to see what more workers do: BENCH_SCALE="claimworkers=48".
 type scaleSize struct {
-	nodes, instances, namespaces, claims, new, claimWorkers int
+	nodes, instances, namespaces, claims, new, claimWorkers, schedulerQPS int
 }
 
 func scaleSizeFromEnv(b *testing.B) scaleSize {
 	s := scaleSize{nodes: 1000, instances: 5000, namespaces: 100, claims: 1000, new: 1000, claimWorkers: 16}
 	fields := map[string]*int{"nodes": &s.nodes, "instances": &s.instances, "namespaces": &s.namespaces, "claims": &s.claims, "new": &s.new,
-		"claimworkers": &s.claimWorkers}
+		"claimworkers": &s.claimWorkers, "schedulerqps": &s.schedulerQPS}
 	for kv := range strings.SplitSeq(os.Getenv("BENCH_SCALE"), ",") {
 		if kv == "" {
 			continue
@@ -53,7 +55,7 @@ func scaleSizeFromEnv(b *testing.B) scaleSize {
 		k, v, _ := strings.Cut(kv, "=")
 		n, err := strconv.Atoi(v)
 		if p, ok := fields[k]; !ok || err != nil || n <= 0 {
-			b.Fatalf("BENCH_SCALE: %q is not one of nodes, instances, namespaces, claims, new, claimworkers = a positive number", kv)
+			b.Fatalf("BENCH_SCALE: %q is not one of nodes, instances, namespaces, claims, new, claimworkers, schedulerqps = a positive number", kv)
 		} else {
 			*p = n
 		}
@@ -72,19 +74,25 @@ const scaleAdmissionCreates = 100
 
 // BenchmarkScale (issue R, `make bench-scale`) runs a pool of 1,000 kwok
 // nodes of 8 cards; fills it with 5,000 running one-card Instances across
-// 100 namespaces, each with a Budget; places 1,000 one-card Claims at
-// once; then creates 1,000 bare Pod+Service pairs, deletes them, and
-// creates 1,000 Instances in one namespace with a Budget, both from 16
-// clients. It prints a table of what it measured (also written to
+// 100 namespaces, each with a Budget; creates and deletes 1,000 bare
+// one-card Pods at once, for what binding that many takes; places 1,000
+// one-card Claims at once; then creates 1,000 bare Pod+Service pairs,
+// deletes them, and creates 1,000 Instances in one namespace with a
+// Budget, each step from 16 clients. It prints a table of what it measured (also written to
 // _output/bench-scale/table.md). It is not part of `make test`.
 func BenchmarkScale(b *testing.B) {
 	size := scaleSizeFromEnv(b)
 	ctx := context.Background()
+	var schedulerFlags []string
+	if size.schedulerQPS > 0 {
+		schedulerFlags = []string{fmt.Sprintf("--kube-api-qps=%d", size.schedulerQPS), fmt.Sprintf("--kube-api-burst=%d", 2*size.schedulerQPS)}
+	}
 	c, kube, kiln := startCluster(b, "bench-scale", localcluster.Options{
 		Nodes:        scaleNodes(size.nodes),
 		NoNodeAgents: true,
 		ControllerFlags: []string{fmt.Sprintf("--kube-api-qps=%d", qps), fmt.Sprintf("--kube-api-burst=%d", burst),
 			"--instance-workers=16", fmt.Sprintf("--claim-workers=%d", size.claimWorkers), "--profiling"},
+		SchedulerFlags: schedulerFlags,
 	})
 	defer c.Stop()
 	s := &scaleRun{b: b, c: c, kube: kube, kiln: kiln, size: size, direct: directClient(b, c)}
@@ -110,6 +118,8 @@ func BenchmarkScale(b *testing.B) {
 	s.writeRows(ctx, writes, size.instances, "Instance of the fill")
 	rssFull := s.rss(fmt.Sprintf("with %d Instances", size.instances))
 
+	s.barePods(ctx, typ)
+	s.settle(fmt.Sprintf("%d Claims", size.claims))
 	writes = s.writes(ctx)
 	claimSyncs := s.controllerQueue("claim")
 	waitProfiles := s.profile("claims")
@@ -180,6 +190,43 @@ func BenchmarkScale(b *testing.B) {
 		s.rows = append(s.rows, [2]string{fmt.Sprintf("%s resident memory per 1,000 Instances (0 → %d)", name, size.instances), mib(int64(per))})
 	}
 	s.restart(ctx, size.instances+size.new+scaleAdmissionCreates, size.claims)
+}
+
+// barePods creates as many bare one-card Pods as there are Claims, at once
+// from the same 16 clients, and times each from its create until
+// kube-scheduler binds it: what the cluster takes to bind that many Pods,
+// which each Claim's holder is, before Kiln does anything. The Pods are
+// deleted before the Claims come.
+func (s *scaleRun) barePods(ctx context.Context, t *gpuv1.InstanceType) {
+	const ns = "scale-bare-pods"
+	createNamespace(s.b, s.kube, ns)
+	s.settle(fmt.Sprintf("%d bare Pods", s.size.claims))
+	r := timeToDone(s.b, s.size.claims, "b-", func(ctx context.Context, name string) error {
+		pod, err := instancectl.RenderPod(gpuInstance(t, ns, name), t, nil, instancectl.RenderOptions{})
+		if err != nil {
+			return err
+		}
+		pod.OwnerReferences = nil
+		_, err = s.kube.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{})
+		return err
+	}, func(ctx context.Context) (watch.Interface, error) {
+		return s.kube.CoreV1().Pods(ns).Watch(ctx, metav1.ListOptions{})
+	}, podBound)
+	s.latencyRows(fmt.Sprintf("%d bare one-card Pods created at once, create → bound by kube-scheduler", s.size.claims), r)
+	// At once, not by the namespace controller at kube-controller-manager's
+	// 20 requests a second.
+	if err := s.kube.CoreV1().Pods(ns).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}, metav1.ListOptions{}); err != nil {
+		s.b.Fatal(err)
+	}
+	cleanup(s.b, s.kube, ns)
+}
+
+func podBound(o runtime.Object) (string, bool) {
+	p, ok := o.(*corev1.Pod)
+	if !ok {
+		return "", false
+	}
+	return p.Name, p.Spec.NodeName != ""
 }
 
 // holderPhases splits a Claim's wait for Bound at its holder Pod: Claim

@@ -55,9 +55,10 @@ type Options struct {
 	// benchmark can run. Nothing then allocates devices or reports
 	// NodeDevices; Pods still bind and run as kwok has them.
 	NoNodeAgents bool
-	// APIServerFlags and KilnFlags are added last to kube-apiserver's and
-	// kiln-apiserver's command lines, so they override the defaults here.
-	APIServerFlags, KilnFlags []string
+	// APIServerFlags, KilnFlags and SchedulerFlags are added last to
+	// kube-apiserver's, kiln-apiserver's and kube-scheduler's command
+	// lines, so they override the defaults here.
+	APIServerFlags, KilnFlags, SchedulerFlags []string
 	// PersistentVolumes are created as the admin, or kept if they exist:
 	// the local cluster has no provisioner.
 	PersistentVolumes []*corev1.PersistentVolume

@@ -35,11 +35,11 @@ func (c *Cluster) startScheduler(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	err = c.start("kube-scheduler",
-		"--kubeconfig="+kc, "--authentication-kubeconfig="+kc, "--authorization-kubeconfig="+kc,
-		"--bind-address=127.0.0.1", "--secure-port="+strconv.Itoa(c.ports.scheduler),
+	err = c.start("kube-scheduler", append([]string{
+		"--kubeconfig=" + kc, "--authentication-kubeconfig=" + kc, "--authorization-kubeconfig=" + kc,
+		"--bind-address=127.0.0.1", "--secure-port=" + strconv.Itoa(c.ports.scheduler),
 		"--leader-elect=false",
-	)
+	}, c.opts.SchedulerFlags...)...)
 	if err != nil {
 		return err
 	}
