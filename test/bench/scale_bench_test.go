@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	goruntime "runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -119,7 +120,8 @@ func BenchmarkScale(b *testing.B) {
 	rssFull := s.rss(fmt.Sprintf("with %d Instances", size.instances))
 
 	s.barePods(ctx, typ)
-	s.settle(fmt.Sprintf("%d Claims", size.claims))
+	idle := s.settle(fmt.Sprintf("%d Claims", size.claims))
+	cpu = s.cpu()
 	writes = s.writes(ctx)
 	claimSyncs := s.controllerQueue("claim")
 	waitProfiles := s.profile("claims")
@@ -133,6 +135,7 @@ func BenchmarkScale(b *testing.B) {
 		return kiln.GpuV1alpha1().Claims("").Watch(ctx, metav1.ListOptions{})
 	}, claimBound)
 	// Read before the profiles end, as the new Instances' are.
+	s.lessIdleRows(cpu, idle, r.total, size.claims, "Claim")
 	s.writeRows(ctx, writes, size.claims, "Claim")
 	s.queueRows("claim", claimSyncs, fmt.Sprintf("the %d Claims", size.claims))
 	waitProfiles()
@@ -141,7 +144,7 @@ func BenchmarkScale(b *testing.B) {
 
 	pairs := "scale-pairs"
 	createNamespace(b, kube, pairs)
-	idle := s.settle(fmt.Sprintf("%d bare pairs", size.new))
+	idle = s.settle(fmt.Sprintf("%d bare pairs", size.new))
 	cpu = s.cpu()
 	writes = s.writes(ctx)
 	rPairs := timeToDone(b, size.new, "p-", func(ctx context.Context, name string) error {
@@ -200,7 +203,8 @@ func BenchmarkScale(b *testing.B) {
 func (s *scaleRun) barePods(ctx context.Context, t *gpuv1.InstanceType) {
 	const ns = "scale-bare-pods"
 	createNamespace(s.b, s.kube, ns)
-	s.settle(fmt.Sprintf("%d bare Pods", s.size.claims))
+	idle := s.settle(fmt.Sprintf("%d bare Pods", s.size.claims))
+	cpu := s.cpu()
 	r := timeToDone(s.b, s.size.claims, "b-", func(ctx context.Context, name string) error {
 		pod, err := instancectl.RenderPod(gpuInstance(t, ns, name), t, nil, instancectl.RenderOptions{})
 		if err != nil {
@@ -212,6 +216,7 @@ func (s *scaleRun) barePods(ctx context.Context, t *gpuv1.InstanceType) {
 	}, func(ctx context.Context) (watch.Interface, error) {
 		return s.kube.CoreV1().Pods(ns).Watch(ctx, metav1.ListOptions{})
 	}, podBound)
+	s.lessIdleRows(cpu, idle, r.total, s.size.claims, "bare Pod")
 	s.latencyRows(fmt.Sprintf("%d bare one-card Pods created at once, create → bound by kube-scheduler", s.size.claims), r)
 	// At once, not by the namespace controller at kube-controller-manager's
 	// 20 requests a second.
@@ -511,6 +516,13 @@ func (s *scaleRun) lessIdleRows(before, idle map[string]time.Duration, elapsed t
 		s.rows = append(s.rows, [2]string{fmt.Sprintf("%s CPU per %s, less idle (%.0f ms/s)", name, what, float64(idle[name])/float64(time.Millisecond)),
 			fmt.Sprintf("%.2f ms", float64(spent/time.Duration(n))/float64(time.Millisecond))})
 	}
+	// Whether the step had the machine to itself to spare, or used it up.
+	var all time.Duration
+	for _, name := range settleComponents {
+		all += after[name] - before[name]
+	}
+	s.rows = append(s.rows, [2]string{fmt.Sprintf("the cluster's CPU during the %s step (every process), share of %d cores", what, goruntime.NumCPU()),
+		fmt.Sprintf("%.0f%%", 100*all.Seconds()/elapsed.Seconds()/float64(goruntime.NumCPU()))})
 }
 
 // profile takes a CPU profile of kiln-apiserver and of kiln-controller
