@@ -350,8 +350,9 @@ bench: control-plane build
 	cd test && go test -run='^$$' -bench='CreateToReady|Claims|Fairness|NamespaceDelete|SlowClients' -benchtime=1x -timeout=60m ./bench/
 
 # A pool of 1,000 kwok nodes of 8 cards, 5,000 Instances in 100 namespaces
-# with Budgets, 1,000 Claims placed at once, then 1,000 new Instances next
-# to 1,000 bare Pod+Service pairs, on a control plane of its own
+# with Budgets, 1,000 bare Pods and then 1,000 Claims created at once
+# (the Pods time the binding floor under the Claims), then 1,000 new
+# Instances next to 1,000 bare Pod+Service pairs, on a control plane of its own
 # (_output/bench-scale); it prints a table, also kept in
 # _output/bench-scale/table.md. BENCH_SCALE="nodes=50,instances=200,..."
 # shrinks it for a quick look. Not part of `make test`. Figures:
