@@ -79,8 +79,9 @@ const scaleAdmissionCreates = 100
 // one-card Pods at once, for what binding that many takes; places 1,000
 // one-card Claims at once; then creates 1,000 bare Pod+Service pairs,
 // deletes them, and creates 1,000 Instances in one namespace with a
-// Budget, each step from 16 clients. It prints a table of what it measured (also written to
-// _output/bench-scale/table.md). It is not part of `make test`.
+// Budget, each step from 16 clients. It prints a table of what it
+// measured (also written to _output/bench-scale/table.md). It is not part
+// of `make test`.
 func BenchmarkScale(b *testing.B) {
 	size := scaleSizeFromEnv(b)
 	ctx := context.Background()
