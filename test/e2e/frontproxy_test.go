@@ -144,18 +144,8 @@ subjects:
 	}
 
 	// Straight to Kiln, as the aggregator would send it.
-	ca, err := os.ReadFile(cluster.KilnCAFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pool := x509.NewCertPool()
-	pool.AppendCertsFromPEM(ca)
-	proxy, err := tls.LoadX509KeyPair(cluster.FrontProxyClient.CertFile, cluster.FrontProxyClient.KeyFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	client := &http.Client{Timeout: 10 * time.Second,
-		Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, Certificates: []tls.Certificate{proxy}}}}
+	client := frontProxyClient(t)
+	client.Timeout = 10 * time.Second
 	headers := map[string][]string{"X-Remote-User": {user}, "X-Remote-Group": {"system:authenticated"}}
 	path := "/apis/gpu.kiln.dev/v1alpha1/namespaces/" + ns + "/budgets/"
 	if code, msg := send(t, client, cluster.KilnURL, http.MethodGet, path+"mine", nil, headers); code != http.StatusOK {
