@@ -205,25 +205,42 @@ func (p *Plugin) Validate(ctx context.Context, a admission.Attributes, _ admissi
 // for other replicas and the Budget loop's recounts.
 type turns struct {
 	mu sync.Mutex
-	ns map[string]chan struct{}
+	// ns holds a namespace only while a write holds or waits for its
+	// turn, so namespaces come and go without the map growing.
+	ns map[string]*turn
+}
+
+type turn struct {
+	held chan struct{}
+	// users are the writes holding or waiting for the turn.
+	users int
 }
 
 // take waits for the namespace's turn, or for ctx; release ends it.
 func (t *turns) take(ctx context.Context, ns string) (release func(), err error) {
 	t.mu.Lock()
 	if t.ns == nil {
-		t.ns = map[string]chan struct{}{}
+		t.ns = map[string]*turn{}
 	}
-	turn, ok := t.ns[ns]
+	tn, ok := t.ns[ns]
 	if !ok {
-		turn = make(chan struct{}, 1)
-		t.ns[ns] = turn
+		tn = &turn{held: make(chan struct{}, 1)}
+		t.ns[ns] = tn
 	}
+	tn.users++
 	t.mu.Unlock()
+	leave := func() {
+		t.mu.Lock()
+		defer t.mu.Unlock()
+		if tn.users--; tn.users == 0 {
+			delete(t.ns, ns)
+		}
+	}
 	select {
-	case turn <- struct{}{}:
-		return func() { <-turn }, nil
+	case tn.held <- struct{}{}:
+		return func() { <-tn.held; leave() }, nil
 	case <-ctx.Done():
+		leave()
 		return nil, ctx.Err()
 	}
 }

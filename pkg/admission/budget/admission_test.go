@@ -1065,4 +1065,8 @@ func TestTurns(t *testing.T) {
 	if err := <-got; err != nil {
 		t.Errorf("the next turn after release: %v", err)
 	}
+	// Nothing is kept of a namespace nobody writes to.
+	if len(tr.ns) != 0 {
+		t.Errorf("%d namespaces kept after every turn ended", len(tr.ns))
+	}
 }
